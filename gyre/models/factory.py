@@ -1,0 +1,57 @@
+"""Model and tokenizer factory: ``tiny`` (built in) or a local HF checkpoint folder. Never a hub download."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from gyre.models.tiny import TinySpec, tiny_path
+
+
+def resolve_model_path(path: str, tiny_overrides: dict[str, Any] | None = None) -> Path:
+    """Turn ``model.path`` into a local folder: ``tiny`` builds the built-in model, anything else must exist."""
+    if path == "tiny":
+        return tiny_path(TinySpec(**(tiny_overrides or {})))
+    folder = Path(path).expanduser()
+    if not (folder / "config.json").is_file():
+        raise FileNotFoundError(
+            f"model.path={path!r} is not a local HF checkpoint folder (no config.json there); "
+            "Gyre never downloads from a hub: pass a local path or model.path=tiny"
+        )
+    return folder
+
+
+def load_tokenizer(path: str, tiny_overrides: dict[str, Any] | None = None):
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(resolve_model_path(path, tiny_overrides), local_files_only=True)
+
+
+def load_model(
+    path: str,
+    *,
+    dtype: str = "float32",
+    attn_implementation: str = "sdpa",
+    device: str = "cpu",
+    tiny_overrides: dict[str, Any] | None = None,
+):
+    """A causal LM in ``dtype`` on ``device``; ``attn_implementation`` may be a Gyre tree backend."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    if attn_implementation.startswith("gyre_"):
+        from gyre.ops.attention import register_tree_attention
+
+        register_tree_attention()
+    model = AutoModelForCausalLM.from_pretrained(
+        resolve_model_path(path, tiny_overrides),
+        dtype=getattr(torch, dtype),
+        attn_implementation=attn_implementation,
+        local_files_only=True,
+    )
+    return model.to(device)
+
+
+def load_model_and_tokenizer(path: str, **kwargs: Any):
+    tiny_overrides = kwargs.get("tiny_overrides")
+    return load_model(path, **kwargs), load_tokenizer(path, tiny_overrides)

@@ -1,0 +1,82 @@
+"""The token-in, token-out protocol every rollout engine implements (``hf`` embedded, ``vllm`` on GPU).
+
+The proxy only ever sends token IDs and gets token IDs back with the sampled tokens' log-probs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Literal, Protocol, runtime_checkable
+
+FinishReason = Literal["stop", "length", "abort"]
+
+
+class PromptTooLongError(ValueError):
+    """The prompt (plus at least one new token) does not fit the engine's context; never truncated."""
+
+
+class SamplingError(ValueError):
+    """A sampling parameter is out of range; the message names it."""
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    temperature: float = 1.0
+    top_p: float = 1.0
+    max_new_tokens: int = 256
+    stop_token_ids: tuple[int, ...] = ()
+    seed: int | None = None
+
+    def __post_init__(self) -> None:
+        if not (self.temperature >= 0.0):
+            raise SamplingError(f"temperature must be >= 0, got {self.temperature}")
+        if not (0.0 < self.top_p <= 1.0):
+            raise SamplingError(f"top_p must be in (0, 1], got {self.top_p}")
+        if not (isinstance(self.max_new_tokens, int) and self.max_new_tokens >= 1):
+            raise SamplingError(f"max_new_tokens must be an int >= 1, got {self.max_new_tokens!r}")
+
+
+@dataclass
+class Generation:
+    response_ids: list[int]
+    logprobs: list[float]
+    finish_reason: FinishReason
+    weight_version: int
+    # Engine-side facts for the record: prefix tokens served from cache, timings.
+    cached_tokens: int = 0
+    timings: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass
+class KVState:
+    """A session's KV cache, portable between engines of the same model.
+
+    ``tokens`` are the token IDs the cache covers; ``tensors`` holds one (key, value) pair per layer,
+    each ``[kv_heads, len(tokens), head_dim]`` on CPU.
+    """
+
+    tokens: list[int]
+    weight_version: int
+    tensors: list[tuple[Any, Any]]
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+@runtime_checkable
+class RolloutEngine(Protocol):
+    weight_version: int
+
+    async def generate(self, session_id: str, prompt_ids: list[int], sampling: SamplingParams) -> Generation: ...
+
+    async def abort(self, session_id: str) -> bool: ...
+
+    async def export_session(self, session_id: str) -> KVState | None: ...
+
+    async def import_session(self, session_id: str, state: KVState) -> None: ...
+
+    async def sleep(self) -> None: ...
+
+    async def wake(self) -> None: ...
+
+    async def load_weights(self, weights: Iterable[tuple[str, Any]], version: int) -> None: ...
+
+    def stats(self) -> dict[str, float]: ...

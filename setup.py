@@ -1,0 +1,26 @@
+from pathlib import Path
+
+from setuptools import find_packages, setup
+
+
+def requirements() -> list[str]:
+    lines = Path(__file__).with_name("requirements.txt").read_text().splitlines()
+    return [line.split("#")[0].strip() for line in lines if line.split("#")[0].strip()]
+
+
+setup(
+    name="gyre",
+    version="0.1.0",
+    description="Online RL for long-horizon LLM agents: elastic cells, black-box harnesses, tree-packed training",
+    long_description=Path(__file__).with_name("README.md").read_text(),
+    long_description_content_type="text/markdown",
+    python_requires=">=3.11",
+    packages=find_packages(include=["gyre", "gyre.*"]),
+    package_data={"gyre.models": ["tiny_corpus.txt", "chat_template.jinja"]},
+    include_package_data=True,
+    install_requires=requirements(),
+    extras_require={
+        "test": ["pytest>=8", "pytest-timeout>=2.3", "openai>=1.50", "anthropic>=0.40"],
+        "gpu": ["vllm>=0.11", "flash-attn>=2.7"],
+    },
+)
