@@ -1,0 +1,25 @@
+"""Shared fixtures. Everything runs on CPU with the built-in tiny model; GPU tests skip without CUDA."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+torch.set_num_threads(max(1, min(2, torch.get_num_threads())))
+
+
+def pytest_collection_modifyitems(config, items):
+    if torch.cuda.is_available():
+        return
+    skip_gpu = pytest.mark.skip(reason="needs CUDA (GPU tests run on the device machine)")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip_gpu)
+
+
+@pytest.fixture(scope="session")
+def tiny_model_path() -> str:
+    """Folder of the built-in tiny checkpoint (built once into the cache)."""
+    from gyre.models import tiny_path
+
+    return str(tiny_path())
