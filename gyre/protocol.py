@@ -119,9 +119,15 @@ class TrajectoryTree:
         index = np.arange(leaf + 1)
         return index[self.subtree_end[: leaf + 1] > leaf]
 
+    def paths_through(self) -> np.ndarray:
+        """For every token, how many root-to-leaf paths cross it (leaves inside its subtree range)."""
+        leaves = np.sort(self.leaves)
+        index = np.arange(self.num_tokens)
+        return np.searchsorted(leaves, self.subtree_end) - np.searchsorted(leaves, index)
+
     def path_token_count(self) -> int:
         """Tokens over all paths if each were run as its own sequence."""
-        return int(sum(self.path_indices(p).shape[0] for p in range(self.num_paths)))
+        return int(self.paths_through().sum())
 
 
 @dataclass

@@ -40,7 +40,7 @@ def load_model(
     from transformers import AutoModelForCausalLM
 
     if attn_implementation.startswith("gyre_"):
-        from gyre.ops.attention import register_tree_attention
+        from gyre.ops.tree_attention import register_tree_attention
 
         register_tree_attention()
     model = AutoModelForCausalLM.from_pretrained(

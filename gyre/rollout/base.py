@@ -19,6 +19,17 @@ class SamplingError(ValueError):
     """A sampling parameter is out of range; the message names it."""
 
 
+class InvalidTokenError(SamplingError):
+    """A token id (prompt or stop id) outside the model's vocabulary, or an empty prompt.
+
+    A ``SamplingError`` so that callers mapping bad request input to an HTTP 400 catch one type.
+    """
+
+
+class EngineAsleepError(RuntimeError):
+    """A call reached an engine that is asleep (weights freed for training) or closed; route elsewhere."""
+
+
 @dataclass(frozen=True)
 class SamplingParams:
     temperature: float = 1.0

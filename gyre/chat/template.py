@@ -1,0 +1,71 @@
+"""Rendering a conversation with the model's own chat template, and the tokenizer calls around it.
+
+The proxy never writes prompt text itself: the template shipped with the checkpoint decides the format,
+so what the policy sees in training is exactly what it saw when it acted.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gyre.chat.messages import Conversation, Message, Tool
+
+
+class ChatFormatError(ValueError):
+    """The chat template refused the conversation (e.g. a misplaced system message); the message says why."""
+
+
+class ChatTemplate:
+    """A tokenizer plus its chat template: text rendering, encoding, decoding and the end-of-turn token."""
+
+    def __init__(self, tokenizer: Any) -> None:
+        if not getattr(tokenizer, "chat_template", None):
+            raise ValueError("the tokenizer has no chat_template; the proxy needs one to render conversations")
+        if tokenizer.eos_token_id is None:
+            raise ValueError("the tokenizer has no eos_token; the proxy needs it to end a generated turn")
+        self.tokenizer = tokenizer
+        self.eos_token_id: int = int(tokenizer.eos_token_id)
+        self.eos_text: str = str(tokenizer.eos_token)
+
+    @property
+    def stop_token_ids(self) -> tuple[int, ...]:
+        """Tokens that end an assistant turn: the tokenizer's end-of-turn token only (see ``history``,
+        which relies on a stopped response ending with exactly this token)."""
+        return (self.eos_token_id,)
+
+    def render(
+        self, messages: tuple[Message, ...] | list[Message], tools: tuple[Tool, ...] = (), *, generation_prompt: bool
+    ) -> str:
+        """The template's text for ``messages`` (+ ``tools``), optionally opening the assistant's turn."""
+        try:
+            text = self.tokenizer.apply_chat_template(
+                [message.to_template() for message in messages],
+                tools=[tool.to_template() for tool in tools] or None,
+                tokenize=False,
+                add_generation_prompt=generation_prompt,
+            )
+        except Exception as error:  # jinja raises TemplateError (and raise_exception's) with a useful text
+            raise ChatFormatError(f"the chat template rejected the conversation: {error}") from error
+        if not isinstance(text, str):
+            raise ChatFormatError(f"the chat template returned {type(text).__name__}, expected text")
+        return text
+
+    def render_prompt(self, conversation: Conversation) -> str:
+        return self.render(conversation.messages, conversation.tools, generation_prompt=True)
+
+    def encode(self, text: str) -> list[int]:
+        """Token IDs of ``text``; special-token markers in it (``<|im_start|>``) become their single IDs."""
+        return list(self.tokenizer.encode(text, add_special_tokens=False))
+
+    def decode(self, ids: list[int]) -> str:
+        """Text of ``ids`` with special tokens kept: tool-call and think markers are content to the parser."""
+        return self.tokenizer.decode(ids, skip_special_tokens=False, clean_up_tokenization_spaces=False)
+
+    def decode_response(self, ids: list[int]) -> str:
+        """Text of a generated turn, without the end-of-turn token that stopped it."""
+        if ids and ids[-1] == self.eos_token_id:
+            ids = ids[:-1]
+        return self.decode(ids)
+
+    def count_tokens(self, conversation: Conversation) -> int:
+        return len(self.encode(self.render_prompt(conversation)))

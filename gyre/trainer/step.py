@@ -1,0 +1,126 @@
+"""One training step over packed micro-batches of trajectory trees.
+
+Micro-batches are independent: each one's loss is a plain sum over its edges (the edge weights already
+carry the two-level average over the whole step), so gradients from any split of the step's trees across
+micro-batches and trainer replicas simply add up. That is what lets streaming training hand micro-batches
+to whichever replica is free.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from gyre.algo.losses import LossConfig, tree_policy_loss
+from gyre.ops.forward import tree_logprobs
+from gyre.protocol import PackedBatch
+
+
+@dataclass
+class StepConfig:
+    attention_backend: str = "auto"
+    attention_block_size: int = 128
+    max_grad_norm: float | None = 1.0
+
+
+def microbatch_backward(
+    model: torch.nn.Module,
+    batch: PackedBatch,
+    loss_cfg: LossConfig,
+    step_cfg: StepConfig,
+    *,
+    proximal_logp: torch.Tensor | None = None,
+    ref_model: torch.nn.Module | None = None,
+) -> dict[str, float]:
+    """Forward + backward of one micro-batch; gradients accumulate into ``model``'s parameters."""
+    device = next(model.parameters()).device
+    tensors = batch.to_torch(device)
+    logp, entropy = tree_logprobs(
+        model, tensors, temperature=loss_cfg.temperature, backend=step_cfg.attention_backend,
+        block_size=step_cfg.attention_block_size, with_entropy=bool(loss_cfg.entropy_coef),
+    )
+    ref_logp = None
+    if loss_cfg.kl_coef:
+        if ref_model is None:
+            raise ValueError("algo.kl_coef > 0 needs a reference model")
+        with torch.no_grad():
+            ref_logp, _ = tree_logprobs(
+                ref_model, tensors, temperature=loss_cfg.temperature, backend=step_cfg.attention_backend,
+                block_size=step_cfg.attention_block_size,
+            )
+    loss, stats = tree_policy_loss(
+        logp, tensors["behavior_logprob"], tensors["w_plus"], tensors["w_minus"], tensors["w_tok"], loss_cfg,
+        proximal_logp=proximal_logp, ref_logp=ref_logp, entropy=entropy,
+    )
+    loss.backward()
+    stats["loss"] = float(loss.detach())
+    stats["tree_tokens"] = float(batch.num_tokens)
+    stats["path_tokens"] = float(batch.path_tokens)
+    stats["policy_tokens"] = float(batch.edge_target.shape[0])
+    return stats
+
+
+@torch.no_grad()
+def proximal_logprobs(model: torch.nn.Module, batches: list[PackedBatch], loss_cfg: LossConfig, step_cfg: StepConfig):
+    """The current policy's log-probs at every edge, before any update (decoupled PPO's proximal policy)."""
+    device = next(model.parameters()).device
+    return [
+        tree_logprobs(
+            model, batch.to_torch(device), temperature=loss_cfg.temperature,
+            backend=step_cfg.attention_backend, block_size=step_cfg.attention_block_size,
+        )[0]
+        for batch in batches
+    ]
+
+
+def reduce_stats(per_batch: list[dict[str, float]]) -> dict[str, float]:
+    """Sum the additive statistics of micro-batches and derive the step's ratios."""
+    total: dict[str, float] = defaultdict(float)
+    for stats in per_batch:
+        for key, value in stats.items():
+            if key == "ratio_max":
+                total[key] = max(total[key], value)
+            else:
+                total[key] += value
+    out = dict(total)
+    if out.get("path_tokens"):
+        out["tree_token_ratio"] = out["tree_tokens"] / out["path_tokens"]
+    if out.get("weight"):
+        out["clip_fraction"] = out["clipped_weight"] / out["weight"]
+    return out
+
+
+def train_step(
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    batches: list[PackedBatch],
+    loss_cfg: LossConfig,
+    step_cfg: StepConfig | None = None,
+    *,
+    ref_model: torch.nn.Module | None = None,
+) -> dict[str, Any]:
+    """Accumulate every micro-batch's gradient, clip, step the optimizer; returns the step's metrics."""
+    step_cfg = step_cfg or StepConfig()
+    started = time.perf_counter()
+    model.train()
+    optimizer.zero_grad(set_to_none=True)
+    proximal = proximal_logprobs(model, batches, loss_cfg, step_cfg) if loss_cfg.proximal == "recompute" else None
+    per_batch = [
+        microbatch_backward(
+            model, batch, loss_cfg, step_cfg,
+            proximal_logp=None if proximal is None else proximal[index], ref_model=ref_model,
+        )
+        for index, batch in enumerate(batches)
+    ]
+    max_norm = step_cfg.max_grad_norm if step_cfg.max_grad_norm is not None else float("inf")
+    grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+    optimizer.step()
+    metrics = reduce_stats(per_batch)
+    metrics["grad_norm"] = float(grad_norm)
+    metrics["step_time_s"] = time.perf_counter() - started
+    metrics["microbatches"] = len(batches)
+    return metrics
