@@ -1,0 +1,59 @@
+"""The model factory: the built-in tiny model and local checkpoints, never a hub download."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from transformers import Qwen3ForCausalLM
+
+from gyre.models import load_model, load_tokenizer, resolve_model_path
+from gyre.models.tiny import TinySpec, tiny_path
+
+
+def test_tiny_model_is_a_qwen3_checkpoint_that_loads_from_its_folder(tiny_model_path):
+    model = load_model("tiny")
+    assert isinstance(model, Qwen3ForCausalLM)
+    assert str(resolve_model_path("tiny")) == tiny_model_path
+    again = load_model(tiny_model_path)  # a plain local HF folder
+    for (name, a), (_, b) in zip(model.state_dict().items(), again.state_dict().items()):
+        assert torch.equal(a, b), name
+
+
+def test_tiny_build_is_deterministic(tmp_path, monkeypatch):
+    monkeypatch.setenv("GYRE_CACHE", str(tmp_path))
+    spec = TinySpec(hidden_size=32, intermediate_size=64, num_hidden_layers=1, vocab_size=600)
+    first = tiny_path(spec)
+    saved = (first / "tokenizer.json").read_text(), (first / "model.safetensors").read_bytes()
+    import shutil
+
+    shutil.rmtree(first)
+    second = tiny_path(spec)
+    assert ((second / "tokenizer.json").read_text(), (second / "model.safetensors").read_bytes()) == saved
+    assert json.loads((second / "config.json").read_text())["hidden_size"] == 32
+
+
+def test_tiny_tokenizer_round_trips_and_renders_qwen_tool_calls():
+    tokenizer = load_tokenizer("tiny")
+    text = "def f(x):\n    return x + 1  # ünïcode ✓"
+    assert tokenizer.decode(tokenizer(text).input_ids) == text
+    messages = [
+        {"role": "system", "content": "You are an agent."},
+        {"role": "user", "content": "list files"},
+        {"role": "assistant", "content": "", "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "bash", "arguments": {"command": "ls"}}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": "a.py"},
+    ]
+    tools = [{"type": "function", "function": {"name": "bash", "parameters": {"type": "object"}}}]
+    rendered = tokenizer.apply_chat_template(messages, tools=tools, tokenize=False, add_generation_prompt=True)
+    assert '<tools>\n{"type": "function"' in rendered
+    assert '<|im_start|>assistant\n<tool_call>\n{"name": "bash", "arguments": {"command": "ls"}}\n</tool_call><|im_end|>' in rendered
+    assert "<|im_start|>user\n<tool_response>\na.py\n</tool_response><|im_end|>\n<|im_start|>assistant\n" in rendered
+    for special in ("<|im_start|>", "<|im_end|>", "<tool_call>", "</tool_call>"):
+        assert len(tokenizer(special, add_special_tokens=False).input_ids) == 1, special
+
+
+def test_missing_local_checkpoint_is_a_clear_error(tmp_path):
+    with pytest.raises(FileNotFoundError, match="not a local HF checkpoint folder.*never downloads"):
+        load_model(str(tmp_path / "nowhere"))
