@@ -3,9 +3,11 @@
 - ``dense``: the reference. A [L, L] bool mask through SDPA; memory and time grow with L squared.
 - ``block`` (CPU default): queries are cut into blocks of ``block_size`` preorder rows; a block attends only
   to the keys visible to at least one of its rows (``k < q_end`` and ``subtree_end[k] > q_start``: its
-  ancestors and its own rows), gathered from K/V. Sibling subtrees are never touched, so attention cost
-  follows the tree's ancestor area instead of the packed length squared. Each block runs under activation
-  checkpointing, so autograd keeps no per-block mask or gathered K/V: memory stays linear in L.
+  ancestors and its own rows). Sibling subtrees are never touched, so attention cost follows the tree's
+  ancestor area instead of the packed length squared. Keys are a zero-copy slice of K/V when they are
+  (nearly) contiguous, as along a long chain, else a gather. SDPA runs its fused CPU kernel, which keeps
+  only a log-sum-exp per row for backward, so no attention matrix is stored; the per-block masks (one byte
+  per attended pair, built once and shared by all layers) are what remains beyond linear memory.
 - ``flex`` (CUDA default): compiled ``flex_attention`` with a ``BlockMask`` built from ``subtree_end``.
 
 A backend is chosen by handing the model a ``TreeAttentionPlan`` as its mask (see ``gyre.ops.forward``);
@@ -20,7 +22,6 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
-from torch.utils.checkpoint import checkpoint
 
 BACKENDS = ("auto", "dense", "block", "flex")
 
@@ -35,9 +36,17 @@ def dense_tree_mask(subtree_end: torch.Tensor) -> torch.Tensor:
 
 @dataclass
 class QueryBlock:
+    """Rows ``[start, end)`` attend to ``keys``: a contiguous range ``(lo, hi)`` (a zero-copy view of K/V)
+    when it wastes little, else an index tensor (a gather). ``mask`` is shared by every layer."""
+
     start: int
     end: int
-    keys: torch.Tensor  # indices of the keys visible to at least one row of the block
+    keys: torch.Tensor | tuple[int, int]
+    mask: torch.Tensor | None
+
+    @property
+    def num_keys(self) -> int:
+        return self.keys[1] - self.keys[0] if isinstance(self.keys, tuple) else int(self.keys.shape[0])
 
 
 @dataclass
@@ -53,7 +62,7 @@ class TreeAttentionPlan:
     @property
     def attended_pairs(self) -> int:
         """Query-key pairs computed: the attention cost actually paid (block backend)."""
-        return sum((b.end - b.start) * b.keys.shape[0] for b in self.blocks)
+        return sum((b.end - b.start) * b.num_keys for b in self.blocks)
 
 
 def resolve_backend(backend: str, device: torch.device) -> str:
@@ -64,7 +73,7 @@ def resolve_backend(backend: str, device: torch.device) -> str:
     return backend
 
 
-def make_plan(subtree_end: torch.Tensor, backend: str = "auto", block_size: int = 128) -> TreeAttentionPlan:
+def make_plan(subtree_end: torch.Tensor, backend: str = "auto", block_size: int = 256) -> TreeAttentionPlan:
     backend = resolve_backend(backend, subtree_end.device)
     plan = TreeAttentionPlan(subtree_end=subtree_end, backend=backend)
     if backend == "dense":
@@ -76,41 +85,47 @@ def make_plan(subtree_end: torch.Tensor, backend: str = "auto", block_size: int 
     return plan
 
 
+# A contiguous key range is used instead of a gather when at most this share of it is invisible.
+_MAX_RANGE_WASTE = 0.25
+
+
 def _query_blocks(subtree_end: torch.Tensor, block_size: int) -> list[QueryBlock]:
     n = subtree_end.shape[0]
     index = torch.arange(n, device=subtree_end.device)
     blocks = []
     for start in range(0, n, block_size):
         end = min(start + block_size, n)
-        visible = subtree_end[:end] > start  # keys before `end` whose subtree reaches into the block
-        blocks.append(QueryBlock(start, end, index[:end][visible]))
+        visible = index[:end][subtree_end[:end] > start]  # keys whose subtree reaches into the block
+        lo = int(visible[0])
+        keys: torch.Tensor | tuple[int, int]
+        if (end - lo) * (1 - _MAX_RANGE_WASTE) <= visible.shape[0]:
+            keys, key_index = (lo, end), index[lo:end]
+        else:
+            keys = key_index = visible
+        rows = index[start:end, None]
+        mask = (key_index[None, :] <= rows) & (rows < subtree_end[key_index][None, :])
+        blocks.append(QueryBlock(start, end, keys, mask))
     return blocks
 
 
-def _block_attention(
-    query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, keys: torch.Tensor,
-    subtree_end: torch.Tensor, start: int, scaling: float,
-) -> torch.Tensor:
-    """One query block against its gathered keys. query [B, H, Q, D]; key/value [B, Hkv, L, D]."""
-    rows = torch.arange(start, start + query.shape[2], device=query.device)
-    mask = (keys[None, :] <= rows[:, None]) & (rows[:, None] < subtree_end[keys][None, :])
-    return F.scaled_dot_product_attention(
-        query, key.index_select(2, keys), value.index_select(2, keys),
-        attn_mask=mask, scale=scaling, enable_gqa=query.shape[1] != key.shape[1],
-    )
+def _select(tensor: torch.Tensor, keys: torch.Tensor | tuple[int, int]) -> torch.Tensor:
+    if isinstance(keys, tuple):
+        return tensor[:, :, keys[0] : keys[1]]
+    return tensor.index_select(2, keys)
 
 
 def block_tree_attention(
     query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, plan: TreeAttentionPlan, scaling: float
 ) -> torch.Tensor:
-    outputs = []
-    for block in plan.blocks:
-        q = query[:, :, block.start : block.end]
-        args = (q, key, value, block.keys, plan.subtree_end, block.start, scaling)
-        if torch.is_grad_enabled() and (query.requires_grad or key.requires_grad):
-            outputs.append(checkpoint(_block_attention, *args, use_reentrant=False))
-        else:
-            outputs.append(_block_attention(*args))
+    """Each query block against only the keys it can see. query [B, H, L, D]; key/value [B, Hkv, L, D]."""
+    gqa = query.shape[1] != key.shape[1]
+    outputs = [
+        F.scaled_dot_product_attention(
+            query[:, :, block.start : block.end], _select(key, block.keys), _select(value, block.keys),
+            attn_mask=block.mask, scale=scaling, enable_gqa=gqa,
+        )
+        for block in plan.blocks
+    ]
     return torch.cat(outputs, dim=2)
 
 

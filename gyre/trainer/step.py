@@ -23,7 +23,7 @@ from gyre.protocol import PackedBatch
 @dataclass
 class StepConfig:
     attention_backend: str = "auto"
-    attention_block_size: int = 128
+    attention_block_size: int = 256
     max_grad_norm: float | None = 1.0
 
 
