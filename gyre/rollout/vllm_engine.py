@@ -1,0 +1,365 @@
+"""``VLLMEngine``: the rollout protocol over vLLM's async engine (GPU). vLLM is imported lazily, inside
+the constructor, so CPU installs never need it.
+
+Mapping of the protocol onto vLLM:
+
+- ``generate``: ``AsyncLLM.generate(TokensPrompt(prompt_token_ids=...), SamplingParams(logprobs=0,
+  detokenize=False, output_kind=DELTA))``; ``logprobs=0`` returns the sampled token's log-prob only.
+  The engine is built with ``logprobs_mode="processed_logprobs"``, so the log-prob is taken after
+  temperature scaling: with ``top_p == 1`` it is exactly ``log_softmax(logits / T)`` (greedy: T = 1), the
+  HF engine's and the trainer's convention. With ``top_p < 1`` vLLM reports it under the top-p
+  *renormalised* distribution instead; such calls are counted in ``stats()["logprob_top_p_calls"]`` and
+  warned about once. (Older vLLM without ``logprobs_mode`` reports raw ``log_softmax(logits)``; the
+  constructor warns.)
+- ``abort``: ``AsyncLLM.abort(request_id)``; the call returns the tokens streamed so far.
+- ``sleep``/``wake``: vLLM sleep mode (``enable_sleep_mode=True``): level 1 offloads weights to host
+  memory and drops the KV cache, level 2 drops both (then ``load_weights`` is required before generating).
+  Calls made while asleep raise ``EngineAsleepError``.
+- ``load_weights``: HF-named tensors are sent to every worker through ``collective_rpc`` into
+  ``GyreWorkerExtension.gyre_load_weights`` (``worker_extension_cls``), which calls the vLLM model's own
+  ``load_weights`` (name mapping, fusing, TP sharding). vLLM applies it between engine steps. Then, unless
+  ``reuse_stale_kv``, the prefix cache is reset (and, where vLLM supports it, running requests are
+  recomputed) so no KV made with the old weights is reused.
+- ``export_session``/``import_session``: vLLM has no API to read or inject one request's KV blocks, so
+  there is nothing to move. Export returns the session's tokens with no tensors; import counts a
+  ``kv_import_fallbacks`` and the next call recomputes, helped by vLLM's automatic prefix caching
+  (``enable_prefix_caching=True``) when the prefix is still in this engine's cache.
+
+One event loop: vLLM's output handler is an asyncio task bound to the loop of the first call, so use
+one engine from one event loop (the cell's). Per-session "waiting" is not visible through vLLM's API:
+``stats()["waiting"]`` is 0 and ``running`` counts calls in flight.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import itertools
+import logging
+import time
+from collections import OrderedDict
+from collections.abc import Iterable
+from typing import Any
+
+from gyre.rollout.base import (
+    EngineAsleepError,
+    Generation,
+    InvalidTokenError,
+    KVState,
+    PromptTooLongError,
+    SamplingParams,
+)
+from gyre.rollout.metrics import EngineCounters, ThroughputMeter
+from gyre.rollout.sampling import check_token_ids
+
+log = logging.getLogger(__name__)
+
+_WORKER_EXTENSION = "gyre.rollout.vllm_worker.GyreWorkerExtension"
+_FINISH = {"stop": "stop", "length": "length", "abort": "abort"}
+
+
+class VLLMEngine:
+    """Rollout engine backed by vLLM's ``AsyncLLM`` (see the module docstring for the mapping).
+
+    Takes the same keyword arguments as ``HFEngine`` (so one ``rollout`` config serves both; ``device``
+    and ``max_cached_tokens`` are accepted but vLLM sizes its KV cache from ``gpu_memory_utilization``)
+    plus vLLM-specific ones; ``engine_args`` passes anything else to ``AsyncEngineArgs``.
+    """
+
+    kind = "vllm"
+    #: Sessions whose token history is remembered for export (tokens only, cheap).
+    max_tracked_sessions = 100_000
+
+    def __init__(
+        self,
+        model_path: str = "tiny",
+        *,
+        device: str = "cuda",
+        dtype: str = "bfloat16",
+        max_batch_size: int = 256,
+        max_cached_tokens: int = 0,
+        reuse_stale_kv: bool = False,
+        engine_id: str = "vllm-0",
+        max_context: int | None = None,
+        gpu_memory_utilization: float = 0.85,
+        tensor_parallel_size: int = 1,
+        enforce_eager: bool = False,
+        seed: int = 0,
+        engine_args: dict[str, Any] | None = None,
+    ) -> None:
+        try:
+            from vllm.engine.arg_utils import AsyncEngineArgs
+        except ImportError as error:  # pragma: no cover - exercised only without vLLM
+            raise ImportError(
+                "rollout.kind=vllm needs vLLM (pip install 'gyre[gpu]'); use rollout.kind=hf on CPU"
+            ) from error
+        from gyre.models import resolve_model_path
+
+        del device, max_cached_tokens  # vLLM places itself on the visible GPUs and sizes its own KV cache
+        self.engine_id = engine_id
+        self.model_path = model_path
+        self.reuse_stale_kv = reuse_stale_kv
+        self.weight_version: int = 0
+        wanted: dict[str, Any] = {
+            "model": str(resolve_model_path(model_path)),
+            "dtype": dtype,
+            "max_model_len": max_context,
+            "max_num_seqs": max_batch_size,
+            "gpu_memory_utilization": gpu_memory_utilization,
+            "tensor_parallel_size": tensor_parallel_size,
+            "enforce_eager": enforce_eager,
+            "seed": seed,
+            "enable_sleep_mode": True,
+            "enable_prefix_caching": True,
+            "logprobs_mode": "processed_logprobs",
+            "worker_extension_cls": _WORKER_EXTENSION,
+        }
+        wanted.update(engine_args or {})
+        known = {f.name for f in dataclasses.fields(AsyncEngineArgs)}
+        for missing in sorted(set(wanted) - known):
+            log.warning("vLLM %s has no engine argument %r; ignored", _vllm_version(), missing)
+        if "logprobs_mode" not in known:
+            log.warning("this vLLM reports raw log_softmax(logits) log-probs, not log_softmax(logits / T)")
+        args = AsyncEngineArgs(**{k: v for k, v in wanted.items() if k in known and v is not None})
+        self._llm = _async_llm_class().from_engine_args(args)
+        model_config = self._llm.model_config if hasattr(self._llm, "model_config") else self._llm.engine.model_config
+        self.max_context: int = int(model_config.max_model_len)
+        self.vocab_size: int = int(model_config.get_vocab_size())
+
+        self._ids = itertools.count()
+        self._inflight: dict[str, dict[str, asyncio.Event]] = {}  # session -> request id -> abort event
+        self._sessions: OrderedDict[str, tuple[list[int], int]] = OrderedDict()  # tokens, weight version
+        self._counters = EngineCounters()
+        self._meter = ThroughputMeter()
+        self._top_p_calls = 0
+        self._asleep = False
+        self._needs_weights = False
+        self._closed = False
+
+    # ------------------------------------------------------------------ protocol
+
+    async def generate(self, session_id: str, prompt_ids: list[int], sampling: SamplingParams) -> Generation:
+        from vllm import SamplingParams as VllmSamplingParams
+        from vllm.inputs import TokensPrompt
+        from vllm.sampling_params import RequestOutputKind
+
+        prompt = self._validate(session_id, prompt_ids, sampling)
+        stop_ids = check_token_ids(sampling.stop_token_ids, self.vocab_size, "sampling.stop_token_ids")
+        if sampling.top_p < 1.0:
+            if self._top_p_calls == 0:
+                log.warning("vLLM reports top-p renormalised log-probs for top_p < 1 (not log_softmax(logits/T))")
+            self._top_p_calls += 1
+        params = VllmSamplingParams(
+            temperature=sampling.temperature,
+            top_p=sampling.top_p,
+            max_tokens=min(sampling.max_new_tokens, self.max_context - len(prompt)),
+            stop_token_ids=stop_ids,
+            seed=sampling.seed if sampling.temperature > 0 else None,
+            logprobs=0,
+            detokenize=False,
+            output_kind=RequestOutputKind.DELTA,
+        )
+        request_id = f"{self.engine_id}-{next(self._ids)}"
+        aborted = asyncio.Event()
+        self._inflight.setdefault(session_id, {})[request_id] = aborted
+        state = _Stream(submitted=time.perf_counter(), version=self.weight_version)
+        self._counters.prompt_tokens += len(prompt)
+        consumer = asyncio.ensure_future(
+            self._consume(TokensPrompt(prompt_token_ids=prompt), params, request_id, state)
+        )
+        waiter = asyncio.ensure_future(aborted.wait())
+        try:
+            await asyncio.wait({consumer, waiter}, return_when=asyncio.FIRST_COMPLETED)
+            if consumer.done():
+                consumer.result()  # re-raise vLLM errors
+            else:
+                state.finish = "abort"
+                consumer.cancel()  # vLLM's generator aborts the request when cancelled
+                await asyncio.gather(consumer, return_exceptions=True)
+        finally:
+            waiter.cancel()
+            if not consumer.done():  # our caller was cancelled
+                consumer.cancel()
+            self._inflight.get(session_id, {}).pop(request_id, None)
+            if not self._inflight.get(session_id):
+                self._inflight.pop(session_id, None)
+        self._counters.prefix_hit_tokens += state.cached
+        self._counters.calls_finished += 1
+        self._counters.calls_aborted += state.finish == "abort"
+        self._remember(session_id, prompt + state.tokens[:-1] if state.tokens else prompt[:-1])
+        now = time.perf_counter()
+        return Generation(
+            response_ids=state.tokens,
+            logprobs=state.logprobs,
+            finish_reason=_FINISH.get(state.finish or "stop", "stop"),  # type: ignore[arg-type]
+            weight_version=self.weight_version,
+            cached_tokens=state.cached,
+            timings={"total_s": now - state.submitted, "ttft_s": (state.first or now) - state.submitted},
+        )
+
+    async def abort(self, session_id: str) -> bool:
+        requests = dict(self._inflight.get(session_id, {}))
+        for request_id, event in requests.items():
+            event.set()
+            await self._llm.abort(request_id)
+        return bool(requests)
+
+    async def export_session(self, session_id: str) -> KVState | None:
+        """The session's tokens without tensors: vLLM cannot hand out one request's KV blocks."""
+        if session_id not in self._sessions:
+            return None
+        tokens, version = self._sessions[session_id]
+        return KVState(
+            tokens=list(tokens), weight_version=version, tensors=[], meta={"engine": self.kind, "kv": "unavailable"}
+        )
+
+    async def import_session(self, session_id: str, state: KVState) -> None:
+        """Always a fallback: vLLM cannot adopt KV tensors; the next call recomputes (prefix cache helps)."""
+        check_token_ids(state.tokens, self.vocab_size, "state.tokens")
+        self._counters.kv_import_fallbacks += 1
+
+    async def sleep(self, level: int = 1) -> None:
+        if level not in (1, 2):
+            raise ValueError(f"sleep level must be 1 or 2, got {level}")
+        if self._asleep:
+            return
+        self._asleep = True
+        for session_id in list(self._inflight):
+            await self.abort(session_id)
+        await self._llm.sleep(level=level)
+        self._needs_weights = self._needs_weights or level == 2
+
+    async def wake(self) -> None:
+        if not self._asleep:
+            return
+        await self._llm.wake_up()
+        self._asleep = False
+
+    async def load_weights(self, weights: Iterable[tuple[str, Any]], version: int) -> None:
+        if self._asleep:
+            raise EngineAsleepError(f"engine {self.engine_id} is asleep; wake() it before load_weights")
+        if isinstance(version, bool) or not isinstance(version, int):
+            raise TypeError(f"version must be an int, got {version!r}")
+        tensors = [(name, tensor.detach().to("cpu")) for name, tensor in weights]
+        await self._llm.collective_rpc("gyre_load_weights", args=(tensors,))
+        self.weight_version = version
+        self._needs_weights = False
+        if not self.reuse_stale_kv:
+            await self._reset_prefix_cache_including_running()
+
+    def stats(self) -> dict[str, float]:
+        counters = self._counters
+        return {
+            "running": float(sum(len(r) for r in self._inflight.values())),
+            "waiting": 0.0,
+            "cached_sessions": 0.0,
+            "cached_tokens": 0.0,
+            "tokens_per_s": self._meter.rate(),
+            "prefix_hit_rate": counters.prefix_hit_rate,
+            "kv_import_fallbacks": float(counters.kv_import_fallbacks),
+            "prompt_tokens": float(counters.prompt_tokens),
+            "prefix_hit_tokens": float(counters.prefix_hit_tokens),
+            "generated_tokens": float(counters.generated_tokens),
+            "calls_finished": float(counters.calls_finished),
+            "calls_aborted": float(counters.calls_aborted),
+            "logprob_top_p_calls": float(self._top_p_calls),
+            "weight_version": float(self.weight_version),
+            "asleep": float(self._asleep),
+        }
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        for session_id in list(self._inflight):
+            await self.abort(session_id)
+        self._llm.shutdown()
+
+    async def weight_checksum(self, name: str) -> float:
+        """Sum of a parameter as vLLM's worker 0 holds it (vLLM names; for tests and debugging)."""
+        return (await self._llm.collective_rpc("gyre_weight_checksum", args=(name,)))[0]
+
+    # ------------------------------------------------------------------ helpers
+
+    def _validate(self, session_id: str, prompt_ids: list[int], sampling: SamplingParams) -> list[int]:
+        if self._closed:
+            raise EngineAsleepError(f"engine {self.engine_id} is closed")
+        if self._asleep:
+            raise EngineAsleepError(f"engine {self.engine_id} is asleep (weights freed); call wake() first")
+        if self._needs_weights:
+            raise EngineAsleepError(f"engine {self.engine_id} slept at level 2; call load_weights() before generating")
+        if not isinstance(sampling, SamplingParams):
+            raise TypeError(f"sampling must be a SamplingParams, got {type(sampling).__name__}")
+        if not isinstance(session_id, str) or not session_id:
+            raise ValueError(f"session_id must be a non-empty str, got {session_id!r}")
+        prompt = check_token_ids(prompt_ids, self.vocab_size, "prompt_ids")
+        if not prompt:
+            raise InvalidTokenError("prompt_ids is empty: a call needs at least one prompt token")
+        if len(prompt) > self.max_context - 1:
+            raise PromptTooLongError(
+                f"prompt has {len(prompt)} tokens but the context is {self.max_context} tokens "
+                f"(at most {self.max_context - 1} prompt tokens leave room for one new token); never truncated"
+            )
+        return prompt
+
+    async def _consume(self, prompt: Any, params: Any, request_id: str, state: _Stream) -> None:
+        async for output in self._llm.generate(prompt, params, request_id):
+            completion = output.outputs[0]
+            new_ids = list(completion.token_ids)
+            start = time.perf_counter()
+            if new_ids and state.first is None:
+                state.first = start
+            for position, token in enumerate(new_ids):
+                entry = completion.logprobs[position] if completion.logprobs else None
+                state.logprobs.append(float(entry[token].logprob) if entry and token in entry else float("nan"))
+            state.tokens.extend(new_ids)
+            state.cached = int(getattr(output, "num_cached_tokens", None) or state.cached)
+            self._counters.generated_tokens += len(new_ids)
+            self._meter.record(state.last or state.submitted, start, len(new_ids))
+            state.last = start
+            if output.finished:
+                state.finish = completion.finish_reason
+
+    async def _reset_prefix_cache_including_running(self) -> None:
+        try:
+            await self._llm.reset_prefix_cache(reset_running_requests=True)
+        except TypeError:  # older vLLM: only idle blocks can be dropped
+            await self._llm.reset_prefix_cache()
+
+    def _remember(self, session_id: str, tokens: list[int]) -> None:
+        self._sessions.pop(session_id, None)
+        self._sessions[session_id] = (tokens, self.weight_version)
+        while len(self._sessions) > self.max_tracked_sessions:
+            self._sessions.popitem(last=False)
+
+
+@dataclasses.dataclass
+class _Stream:
+    submitted: float
+    version: int
+    tokens: list[int] = dataclasses.field(default_factory=list)
+    logprobs: list[float] = dataclasses.field(default_factory=list)
+    cached: int = 0
+    finish: str | None = None
+    first: float | None = None
+    last: float | None = None
+
+
+def _async_llm_class() -> Any:
+    try:
+        from vllm.v1.engine.async_llm import AsyncLLM
+
+        return AsyncLLM
+    except ImportError:  # older releases
+        from vllm import AsyncLLMEngine
+
+        return AsyncLLMEngine
+
+
+def _vllm_version() -> str:
+    try:
+        import vllm
+
+        return vllm.__version__
+    except Exception:  # noqa: BLE001
+        return "?"
