@@ -23,3 +23,14 @@ def tiny_model_path() -> str:
     from gyre.models import tiny_path
 
     return str(tiny_path())
+
+
+@pytest.fixture(scope="session")
+def ray_session():
+    """One local Ray cluster shared by every test that needs actors."""
+    import ray
+
+    if not ray.is_initialized():
+        ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    yield ray
+    ray.shutdown()

@@ -1,0 +1,50 @@
+"""A cell actor seen as a rollout engine, so the proxy's router drives remote cells like local engines.
+
+KV states exported for a drain pass through the proxy's process on their way to the target cell (Ray's
+object store carries them); on GPU clusters a direct cell-to-cell path would avoid that hop.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+from gyre.rollout.base import EngineAsleepError, Generation, KVState, SamplingParams
+
+
+class RemoteEngine:
+    def __init__(self, actor: Any, engine_id: str):
+        self.actor = actor
+        self.engine_id = engine_id
+        self.weight_version = 0
+
+    async def generate(self, session_id: str, prompt_ids: list[int], sampling: SamplingParams) -> Generation:
+        try:
+            generation = await self.actor.generate.remote(session_id, prompt_ids, sampling)
+        except Exception as error:  # Ray wraps the remote exception; keep the router's asleep signal
+            cause = getattr(error, "cause", None)
+            if isinstance(cause, EngineAsleepError) or "EngineAsleepError" in str(error):
+                raise EngineAsleepError(str(cause or error)) from error
+            raise
+        self.weight_version = generation.weight_version
+        return generation
+
+    async def abort(self, session_id: str) -> bool:
+        return await self.actor.abort.remote(session_id)
+
+    async def export_session(self, session_id: str) -> KVState | None:
+        return await self.actor.export_session.remote(session_id)
+
+    async def import_session(self, session_id: str, state: KVState) -> None:
+        await self.actor.import_session.remote(session_id, state)
+
+    async def sleep(self) -> None:  # role switches go through the cell, not the router
+        raise NotImplementedError("switch a cell's role through the cluster, not its engine")
+
+    async def wake(self) -> None:
+        raise NotImplementedError("switch a cell's role through the cluster, not its engine")
+
+    async def load_weights(self, weights: Iterable[tuple[str, Any]], version: int) -> None:
+        raise NotImplementedError("weights reach cells through process groups (Cluster.sync_weights)")
+
+    def stats(self) -> dict[str, float]:
+        return {}

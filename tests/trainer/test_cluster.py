@@ -1,0 +1,88 @@
+"""Cells on Ray: role switches, streaming training with a satellite joining mid-step, weight sync."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+import torch
+
+from gyre.algo.losses import LossConfig
+from gyre.models import load_model
+from gyre.scheduler.state import Role
+from gyre.trainer.cluster import Cluster, ClusterConfig
+from gyre.trainer.step import StepConfig, train_step
+from gyre.trajectory import pack_trees
+from gyre.trajectory.processor import TrajectoryConfig, process_executions
+from gyre.trajectory.synthetic import WorkloadSpec, synthetic_execution
+
+LR = 1e-3
+
+
+def step_batches():
+    spec = WorkloadSpec(turns=3, system_tokens=16, task_tokens=16, response_tokens=(4, 10), tool_tokens=(4, 12))
+    executions = [synthetic_execution(f"e{i}", spec, seed=i, group=f"g{i % 3}") for i in range(8)]
+    for i, execution in enumerate(executions):
+        execution.reward = float(i % 2)
+    trees = process_executions(executions, TrajectoryConfig(max_paths=None))
+    return pack_trees(trees, max_tokens=max(t.num_tokens for t in trees))  # one tree per micro-batch
+
+
+@pytest.fixture(scope="module")
+def cluster(ray_session):
+    cfg = ClusterConfig(cells=2, cpus_per_cell=0.5, cell={"lr": LR, "loss": {}, "step": {"attention_backend": "block"}})
+
+    async def build():
+        return Cluster(cfg)
+
+    loop = asyncio.new_event_loop()
+    cluster = loop.run_until_complete(build())
+    cluster.loop = loop
+    yield cluster
+    loop.run_until_complete(cluster.close())
+    loop.close()
+
+
+def test_streaming_step_with_a_satellite_joining_mid_step_equals_one_trainer(cluster, tiny_model_path):
+    batches = step_batches()
+    assert len(batches) >= 6
+    reference = load_model(tiny_model_path)
+    optimizer = torch.optim.AdamW(reference.parameters(), lr=LR, weight_decay=0.0)
+    train_step(reference, optimizer, batches, LossConfig(), StepConfig(attention_backend="block"), )
+
+    async def scenario():
+        await cluster.start_rollout()
+        await cluster.switch(cluster.core_id, Role.TRAIN)
+        task = asyncio.create_task(cluster.train_step(batches, max_grad_norm=1.0))
+        while cluster.step is None or not cluster.step.stats:
+            await asyncio.sleep(0.01)  # the core has trained at least one micro-batch
+        await cluster.switch("cell1", Role.TRAIN)
+        metrics = await task
+        return metrics
+
+    metrics = cluster.loop.run_until_complete(scenario())
+    assert metrics["version"] == 1
+    assert metrics["microbatches/cell0"] >= 1 and metrics["microbatches/cell1"] >= 1
+    assert metrics["microbatches/cell0"] + metrics["microbatches/cell1"] == len(batches)
+    core_weights = __import__("ray").get(cluster.core.state_dict.remote())
+    for name, value in reference.state_dict().items():
+        assert torch.allclose(core_weights[name], value, atol=1e-6), name
+    # the satellite (still training) received the new weights, and the switch times were logged
+    assert [entry["kind"] for entry in cluster.switch_log] == ["rollout_to_train_s", "rollout_to_train_s"]
+
+
+def test_back_to_rollout_serves_with_the_new_weights(cluster):
+    from gyre.rollout.base import SamplingParams
+
+    async def scenario():
+        await cluster.switch("cell1", Role.ROLLOUT)
+        await cluster.switch(cluster.core_id, Role.ROLLOUT)
+        sampling = SamplingParams(temperature=0.0, max_new_tokens=4)
+        a = await cluster.actors["cell0"].generate.remote("s", [1, 2, 3, 4], sampling)
+        b = await cluster.actors["cell1"].generate.remote("s", [1, 2, 3, 4], sampling)
+        return a, b
+
+    a, b = cluster.loop.run_until_complete(scenario())
+    assert a.weight_version == b.weight_version == 1
+    assert a.response_ids == b.response_ids and a.logprobs == pytest.approx(b.logprobs, abs=1e-5)
+    assert {e["kind"] for e in cluster.switch_log[-2:]} == {"train_to_rollout_s"}
