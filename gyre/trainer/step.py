@@ -52,6 +52,10 @@ def microbatch_backward(
                 ref_model, tensors, temperature=loss_cfg.temperature, backend=step_cfg.attention_backend,
                 block_size=step_cfg.attention_block_size,
             )
+    if proximal_logp is None and loss_cfg.proximal == "recompute":
+        # One update per batch: before it, the proximal policy is the model itself, so its log-probs are
+        # exactly this forward's, detached (no second pass needed; any trainer replica can do it).
+        proximal_logp = logp.detach()
     loss, stats = tree_policy_loss(
         logp, tensors["behavior_logprob"], tensors["w_plus"], tensors["w_minus"], tensors["w_tok"], loss_cfg,
         proximal_logp=proximal_logp, ref_logp=ref_logp, entropy=entropy,

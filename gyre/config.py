@@ -1,0 +1,68 @@
+"""Turning Hydra config sections into the typed dataclasses the rooms take, with errors that name the key.
+
+Hydra's struct mode already rejects an unknown key given on the command line; this adds the same for keys
+written in yaml, and checks each value's type against the dataclass annotation.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from typing import Any, TypeVar
+
+from omegaconf import DictConfig, ListConfig, OmegaConf
+
+T = TypeVar("T")
+
+
+class ConfigError(ValueError):
+    pass
+
+
+def to_plain(section: Any) -> Any:
+    if isinstance(section, (DictConfig, ListConfig)):
+        return OmegaConf.to_container(section, resolve=True)
+    return section
+
+
+def build(cls: type[T], section: Any, prefix: str, **overrides: Any) -> T:
+    """``cls(**section)`` with every key known and every value of the annotated type."""
+    values = dict(to_plain(section) or {})
+    values.update(overrides)
+    hints = typing.get_type_hints(cls)
+    fields = {f.name for f in dataclasses.fields(cls)}
+    for key, value in values.items():
+        if key not in fields:
+            raise ConfigError(f"{prefix}.{key}: unknown key (known: {', '.join(sorted(fields))})")
+        if not _matches(value, hints[key]):
+            raise ConfigError(f"{prefix}.{key}: expected {_name(hints[key])}, got {value!r}")
+    try:
+        return cls(**values)
+    except (TypeError, ValueError) as error:
+        raise ConfigError(f"{prefix}: {error}") from error
+
+
+def _matches(value: Any, hint: Any) -> bool:
+    origin = typing.get_origin(hint)
+    if hint is Any:
+        return True
+    if origin in (typing.Union, types.UnionType):
+        return any(_matches(value, arg) for arg in typing.get_args(hint))
+    if hint is type(None):
+        return value is None
+    if hint is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if hint is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if origin in (list, tuple):
+        return isinstance(value, (list, tuple))
+    if origin is dict:
+        return isinstance(value, dict)
+    if isinstance(hint, type):
+        return isinstance(value, hint)
+    return True
+
+
+def _name(hint: Any) -> str:
+    return getattr(hint, "__name__", None) or str(hint).replace("typing.", "")

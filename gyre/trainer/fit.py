@@ -1,0 +1,297 @@
+"""The driver loop: observe, ask the scheduling policy, apply its actions, record what happened.
+
+Rollout and training overlap: executions run as harness subprocesses talking to the proxy (served from its
+own thread), role switches and training steps run as tasks on this loop, and every loop iteration hands
+the policy a fresh ``SchedulerState``. The policy decides; this module only applies.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import math
+import time
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from gyre.protocol import Execution
+from gyre.scheduler import Dispatch, Role, SchedulerState, StartTrainStep, SwitchCell
+from gyre.scheduler.policies import Policy
+from gyre.trainer.buffer import ExecutionBuffer, Group, TaskSampler
+from gyre.trajectory import pack_trees
+from gyre.trajectory.processor import TrajectoryConfig, process_executions
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class LoopConfig:
+    total_steps: int = 4
+    group_size: int = 4  # samples per task (GRPO group)
+    max_tokens_per_microbatch: int = 16384
+    max_grad_norm: float | None = 1.0
+    save_every: int = 1  # checkpoint every k steps (0: never)
+    val_every: int = 0  # validate every k steps (0: never)
+    timeline_every: int = 1  # plot the cell-role timeline every k steps
+    poll_s: float = 0.2  # how often the loop re-observes when nothing happened
+    resume: bool = False
+    seed: int = 0
+
+
+class Driver:
+    def __init__(self, loop_cfg: LoopConfig, trajectory_cfg: TrajectoryConfig, policy: Policy, cluster: Any,
+                 pool: Any, tasks: list[Any], tracker: Any, run_dir: Path, val_tasks: list[Any] | None = None,
+                 progress: Any | None = None):
+        self.cfg = loop_cfg
+        self.trajectory_cfg = trajectory_cfg
+        self.policy = policy
+        self.cluster = cluster
+        self.pool = pool
+        self.tracker = tracker
+        self.run_dir = Path(run_dir)
+        self.sampler = TaskSampler(tasks, loop_cfg.seed)
+        self.val_tasks = val_tasks or []
+        self.buffer = ExecutionBuffer(loop_cfg.group_size)
+        self.progress = progress
+        self.steps_done = 0
+        self.switching: dict[str, asyncio.Task] = {}
+        self.training: asyncio.Task | None = None
+        self.running: set[asyncio.Future] = set()
+        self.finished_log: list[dict[str, Any]] = []  # per execution, since the last step
+        self.step_started: float | None = None
+        self.last_step_end = time.perf_counter()
+        self._wake = asyncio.Event()
+        self.idle_seconds: dict[str, float] = defaultdict(float)
+        self.role_seconds: dict[str, float] = defaultdict(float)
+
+    # Observation ------------------------------------------------------------------------------------
+
+    def observe(self) -> SchedulerState:
+        cells = tuple(
+            view if view.id not in self.switching else type(view)(view.id, Role.SWITCHING, view.is_core, view.capacity)
+            for view in self.cluster.views()
+        )
+        return SchedulerState(
+            cells=cells,
+            policy_version=self.cluster.version,
+            running=self.buffer.running,
+            ready=self.buffer.ready_count,
+            ready_versions=self.buffer.ready_versions(),
+            training=self.training is not None,
+            steps_done=self.steps_done,
+            total_steps=self.cfg.total_steps,
+        )
+
+    # Actions ----------------------------------------------------------------------------------------
+
+    def apply(self, action: Any) -> None:
+        if isinstance(action, Dispatch):
+            for _ in range(math.ceil(action.count / self.cfg.group_size)):
+                self._dispatch_group()
+        elif isinstance(action, SwitchCell):
+            if action.cell_id in self.switching:
+                return
+            task = asyncio.ensure_future(self.cluster.switch(action.cell_id, action.to))
+            self.switching[action.cell_id] = task
+            task.add_done_callback(lambda t, cell=action.cell_id: self._switch_done(cell, t))
+        elif isinstance(action, StartTrainStep):
+            if self.training is None:
+                self._start_step(action)
+        else:
+            raise TypeError(f"unknown scheduler action {action!r}")
+
+    def _dispatch_group(self) -> None:
+        task = self.sampler.next()
+        group = self.buffer.new_group(task, self.cluster.version)
+        for index in range(self.cfg.group_size):
+            future = asyncio.ensure_future(self.pool.submit(task, group=group.id, sample_index=index))
+            self.running.add(future)
+            future.add_done_callback(lambda f, g=group.id: self._execution_done(g, f))
+
+    def _execution_done(self, group_id: str, future: asyncio.Future) -> None:
+        self.running.discard(future)
+        if future.cancelled():
+            return
+        error = future.exception()
+        if error is not None:
+            log.error("execution of group %s failed outside the harness: %s", group_id, error)
+            self.buffer.finish(group_id, None, scorable=False)  # type: ignore[arg-type]
+        else:
+            execution: Execution = future.result()
+            scorable = not execution.reward_detail.get("unscorable", False)
+            self.buffer.finish(group_id, execution, scorable=scorable)
+            self.finished_log.append({
+                "domain": execution.domain, "reward": execution.reward, "status": execution.status,
+                "calls": len(execution.calls), "scorable": scorable,
+                "seconds": execution.reward_detail.get("wall_s", float("nan")),
+            })
+        self._wake.set()
+
+    def _switch_done(self, cell_id: str, task: asyncio.Task) -> None:
+        self.switching.pop(cell_id, None)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("switching cell %s failed: %s", cell_id, task.exception())
+        self._wake.set()
+
+    def _start_step(self, action: StartTrainStep) -> None:
+        min_version = None
+        if self.policy.cfg.stale_policy == "drop":
+            min_version = self.cluster.version - self.policy.cfg.max_staleness
+        groups = self.buffer.take(action.count, min_version)
+        if not groups:
+            return
+        self.step_started = time.perf_counter()
+        self.training = asyncio.ensure_future(self._train(groups))
+        self.training.add_done_callback(lambda _: self._wake.set())
+
+    async def _train(self, groups: list[Group]) -> None:
+        executions = [e for group in groups for e in group.finished]
+        for execution in executions:
+            execution.group = next(g.id for g in groups if execution in g.finished)
+        trees = process_executions(executions, self.trajectory_cfg)
+        batches = pack_trees(trees, self.cfg.max_tokens_per_microbatch)
+        version = self.cluster.version
+        metrics = await self.cluster.train_step(batches, self.cfg.max_grad_norm)
+        staleness = [version - group.version for group in groups for _ in group.finished]
+        metrics.update(self._step_metrics(executions, staleness))
+        self.steps_done += 1
+        self.last_step_end = time.perf_counter()
+        self.tracker.log(metrics, step=self.steps_done)
+        if self.cfg.timeline_every and self.steps_done % self.cfg.timeline_every == 0:
+            self.plot_timeline()
+        if self.cfg.save_every and self.steps_done % self.cfg.save_every == 0:
+            await self.save()
+        self.training = None
+
+    def _step_metrics(self, executions: list[Execution], staleness: list[int]) -> dict[str, Any]:
+        metrics: dict[str, Any] = {}
+        rewards = np.asarray([e.reward for e in executions])
+        metrics["reward/mean"] = float(rewards.mean())
+        metrics["pass_rate"] = float((rewards >= 1.0).mean())
+        by_domain: dict[str, list[float]] = defaultdict(list)
+        for e in executions:
+            by_domain[e.domain or "unknown"].append(e.reward)
+        for domain, values in by_domain.items():
+            metrics[f"reward/{domain}"] = float(np.mean(values))
+            metrics[f"pass_rate/{domain}"] = float(np.mean(np.asarray(values) >= 1.0))
+        statuses = [e.status for e in executions]
+        metrics["executions/trained"] = len(executions)
+        metrics["executions/timeout"] = statuses.count("timeout")
+        metrics["executions/crashed"] = statuses.count("crashed")
+        metrics["executions/partial"] = int(((rewards > 0) & (rewards < 1)).sum())
+        metrics["executions/finished_since_last_step"] = len(self.finished_log)
+        seconds = [f["seconds"] for f in self.finished_log if math.isfinite(f["seconds"])]
+        if seconds:
+            metrics["rollout/execution_time_s"] = seconds
+            metrics["rollout/execution_time_mean_s"] = float(np.mean(seconds))
+        metrics["rollout/calls_per_execution"] = float(np.mean([len(e.calls) for e in executions]))
+        self.finished_log = []
+        metrics["staleness/mean"] = float(np.mean(staleness)) if staleness else 0.0
+        metrics["staleness/max"] = int(max(staleness)) if staleness else 0
+        metrics["tokens/tree"] = metrics.get("tree_tokens", 0.0)
+        metrics["tokens/path"] = metrics.get("path_tokens", 0.0)
+        metrics["tokens/policy"] = metrics.get("policy_tokens", 0.0)
+        metrics["step_time_s"] = time.perf_counter() - self.last_step_end
+        metrics["dropped_stale"] = self.buffer.dropped_stale
+        metrics["unscorable"] = self.buffer.unscorable
+        for cell, roles in self.cluster.seconds_in_roles().items():
+            for role, secs in roles.items():
+                metrics[f"cells/{cell}/{role}_s"] = secs
+        total = sum(self.role_seconds.values())
+        if total:
+            metrics["idle_fraction"] = sum(self.idle_seconds.values()) / total
+            for role in self.role_seconds:
+                if self.role_seconds[role]:
+                    metrics[f"idle_fraction/{role}"] = self.idle_seconds[role] / self.role_seconds[role]
+        switches = self.cluster.switch_log
+        for kind in ("rollout_to_train_s", "train_to_rollout_s"):
+            values = [s["seconds"] for s in switches if s["kind"] == kind]
+            if values:
+                metrics[f"switch/{kind}"] = float(np.mean(values))
+        metrics["switch/count"] = len(switches)
+        metrics["cells"] = len(self.cluster.ids)
+        metrics["scheduler"] = self.policy.name
+        return metrics
+
+    # Idle accounting --------------------------------------------------------------------------------
+
+    def account(self, seconds: float) -> None:
+        """Charge ``seconds`` of each cell's time to its role, and to idle when it had nothing to do."""
+        step = self.cluster.step
+        busy_trainers = set(step.inflight) if step is not None else set()
+        router_cells = self.cluster.router.cells if self.cluster.router is not None else {}
+        for view in self.cluster.views():
+            role = view.role.value
+            self.role_seconds[role] += seconds
+            if view.role == Role.TRAIN and view.id not in busy_trainers:
+                self.idle_seconds[role] += seconds
+            elif view.role == Role.ROLLOUT:
+                routed = router_cells.get(view.id)
+                if routed is not None and routed.inflight == 0:
+                    self.idle_seconds[role] += seconds
+            elif view.role in (Role.SWITCHING, Role.IDLE):
+                self.idle_seconds[role] += seconds
+
+    # Checkpoints and plots --------------------------------------------------------------------------
+
+    def plot_timeline(self) -> Path:
+        from gyre.tracking import plot_timeline
+
+        now = time.monotonic()
+        timelines = {cell: [(t, r.value) for t, r in m.timeline] for cell, m in self.cluster.roles.items()}
+        path = plot_timeline(timelines, now, self.run_dir / "timeline.png",
+                             title=f"cell roles ({self.policy.name}), step {self.steps_done}")
+        self.tracker.log_image("timeline", path, self.steps_done)
+        return path
+
+    async def save(self) -> None:
+        folder = self.run_dir / "checkpoints" / f"step_{self.steps_done:06d}"
+        await self.cluster.save(str(folder / "core.pt"))
+        driver = {"steps_done": self.steps_done, "sampler_position": self.sampler.position,
+                  "version": self.cluster.version}
+        (folder / "driver.json").write_text(json.dumps(driver))
+        (self.run_dir / "checkpoints" / "latest").write_text(folder.name)
+
+    async def resume(self) -> bool:
+        latest = self.run_dir / "checkpoints" / "latest"
+        if not latest.exists():
+            return False
+        folder = self.run_dir / "checkpoints" / latest.read_text().strip()
+        driver = json.loads((folder / "driver.json").read_text())
+        await self.cluster.load(str(folder / "core.pt"))
+        self.steps_done = driver["steps_done"]
+        self.sampler.position = driver["sampler_position"]
+        log.info("resumed from %s: step %d, policy version %d", folder, self.steps_done, self.cluster.version)
+        return True
+
+    # The loop ---------------------------------------------------------------------------------------
+
+    async def run(self) -> int:
+        if self.cfg.resume:
+            await self.resume()
+        await self.cluster.start_rollout()
+        last = time.perf_counter()
+        while not (self.steps_done >= self.cfg.total_steps and self.training is None):
+            for action in self.policy.decide(self.observe()):
+                self.apply(action)
+            if self.progress is not None:
+                self.progress(self)
+            self._wake.clear()
+            try:
+                await asyncio.wait_for(self._wake.wait(), self.cfg.poll_s)
+            except TimeoutError:
+                pass
+            now = time.perf_counter()
+            self.account(now - last)
+            last = now
+            if self.training is not None and self.training.done():
+                self.training.result()  # re-raise a failed step
+        for future in list(self.running):
+            future.cancel()
+        await asyncio.gather(*self.running, return_exceptions=True)
+        return self.steps_done

@@ -1,0 +1,42 @@
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+import pytest
+
+from gyre.config import ConfigError, build
+from gyre.tracking import Tracker, plot_timeline
+
+
+def test_tracker_jsonl_and_wandb_offline(tmp_path, monkeypatch):
+    monkeypatch.delenv("WANDB_API_KEY", raising=False)
+    with Tracker(tmp_path, backends=["jsonl", "wandb"], project="gyre-test") as tracker:
+        tracker.log({"loss": 1.5, "scheduler": "elastic"}, step=1)
+        tracker.log({"loss": 1.0}, step=2)
+        with pytest.raises(ValueError, match="went backwards: 1 after 2"):
+            tracker.log({"loss": 0.5}, step=1)
+    lines = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert [(r["step"], r["loss"]) for r in lines] == [(1, 1.5), (2, 1.0)]
+    assert list((tmp_path / "wandb").glob("offline-run-*")), "wandb wrote an offline run"
+
+
+def test_timeline_plot(tmp_path):
+    path = plot_timeline({"cell0": [(0.0, "rollout"), (2.0, "switching"), (3.0, "train")],
+                          "cell1": [(0.0, "rollout")]}, 5.0, tmp_path / "t.png")
+    assert path.stat().st_size > 1000
+
+
+@dataclass
+class Example:
+    lr: float = 1e-3
+    steps: int = 1
+    name: str | None = None
+
+
+def test_config_build_names_unknown_keys_and_wrong_types():
+    assert build(Example, {"lr": 1, "steps": 3}, "trainer") == Example(1, 3)
+    with pytest.raises(ConfigError, match=r"trainer.stpes: unknown key \(known: lr, name, steps\)"):
+        build(Example, {"stpes": 3}, "trainer")
+    with pytest.raises(ConfigError, match="trainer.steps: expected int, got 'many'"):
+        build(Example, {"steps": "many"}, "trainer")
