@@ -1,0 +1,147 @@
+"""Build a training run from the composed Hydra config and run it: Ray cells, the proxy, the harness pool,
+the scheduling policy, tracking; then the driver loop until ``trainer.total_steps``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import random
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from gyre.algo.losses import LossConfig
+from gyre.config import build, to_plain
+from gyre.scheduler import SchedulerConfig, make_policy
+from gyre.trainer.cluster import ClusterConfig
+from gyre.trainer.fit import LoopConfig
+from gyre.trajectory.processor import TrajectoryConfig
+
+log = logging.getLogger(__name__)
+
+LOOP_KEYS = {f for f in LoopConfig.__dataclass_fields__}
+
+
+def loop_config(cfg: DictConfig) -> LoopConfig:
+    trainer = to_plain(cfg.trainer)
+    known_elsewhere = {"lr", "weight_decay", "attention_backend", "attention_block_size", "val_fraction"}
+    return build(LoopConfig, {k: v for k, v in trainer.items() if k not in known_elsewhere}, "trainer", seed=cfg.seed)
+
+
+def cluster_config(cfg: DictConfig) -> ClusterConfig:
+    cluster = to_plain(cfg.cluster)
+    rollout = to_plain(cfg.rollout)
+    build(LossConfig, cfg.algo, "algo")  # validate before the actors see it
+    cell = {
+        "model_path": cfg.model.path,
+        "device": rollout.get("device", "cpu"),
+        "engine_kind": rollout.pop("kind"),
+        "engine": {k: v for k, v in rollout.items() if k != "device"},
+        "lr": cfg.trainer.lr,
+        "weight_decay": cfg.trainer.weight_decay,
+        "loss": to_plain(cfg.algo),
+        "step": {"attention_backend": cfg.trainer.attention_backend,
+                 "attention_block_size": cfg.trainer.attention_block_size,
+                 "max_grad_norm": cfg.trainer.max_grad_norm},
+        "torch_threads": cluster.pop("torch_threads", 1),
+    }
+    return build(ClusterConfig, cluster, "cluster", cell=cell)
+
+
+def split_tasks(tasks: list[Any], val_fraction: float, seed: int) -> tuple[list[Any], list[Any]]:
+    if not 0.0 <= val_fraction < 1.0:
+        raise ValueError(f"trainer.val_fraction must be in [0, 1), got {val_fraction}")
+    order = list(tasks)
+    random.Random(seed).shuffle(order)
+    n_val = int(round(len(order) * val_fraction))
+    return order[n_val:], order[:n_val]
+
+
+def run(cfg: DictConfig) -> int:
+    """The whole job; returns the number of training steps done."""
+    import ray
+
+    from gyre.envs import Sandbox, load_tasks
+    from gyre.harness import make_pool
+    from gyre.models import load_tokenizer
+    from gyre.proxy.config import ProxyConfig
+    from gyre.proxy.server import ProxyServer, build_proxy
+    from gyre.tracking import Tracker
+    from gyre.trainer.cluster import Cluster
+    from gyre.trainer.fit import Driver
+
+    run_dir = Path(cfg.run_dir).resolve()
+    run_dir.mkdir(parents=True, exist_ok=True)
+    loop_cfg = loop_config(cfg)
+    scheduler_cfg = build(SchedulerConfig, cfg.scheduler, "scheduler")
+    if scheduler_cfg.batch_size % loop_cfg.group_size:
+        raise ValueError(
+            f"scheduler.batch_size={scheduler_cfg.batch_size} must be a multiple of trainer.group_size={loop_cfg.group_size}"
+        )
+    policy = make_policy(scheduler_cfg)
+    trajectory_cfg = build(TrajectoryConfig, cfg.trajectory, "trajectory", seed=cfg.seed)
+    cluster_cfg = cluster_config(cfg)
+
+    loaded = load_tasks(cfg.env.domain, cfg.env.path, **to_plain(cfg.env.get("loader", {})))
+    for error in loaded.errors:
+        log.warning("skipped a broken task: %s", error)
+    tasks, val_tasks = split_tasks(loaded.tasks, cfg.trainer.val_fraction, cfg.seed)
+
+    if not ray.is_initialized():
+        ray.init(include_dashboard=False, log_to_driver=False, configure_logging=False,
+                 runtime_env={"env_vars": {k: v for k, v in os.environ.items() if k.startswith("GYRE_")}})
+    proxy_cfg = ProxyConfig.from_mapping({**to_plain(cfg.proxy), "run_dir": str(run_dir)})
+    proxy = build_proxy(load_tokenizer(cfg.model.path), [], proxy_cfg)
+    server = ProxyServer(proxy).start()
+    sandbox = Sandbox.from_config(to_plain(cfg.env.sandbox)) if hasattr(Sandbox, "from_config") else Sandbox()
+
+    async def main() -> int:
+        def on_router_loop(coroutine):
+            return asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coroutine, server.loop))
+
+        cluster = Cluster(cluster_cfg, router=proxy.router, on_router_loop=on_router_loop)
+        pool = make_pool(cfg, proxy=proxy, server=server, sandbox=sandbox, run_dir=run_dir)
+        config = OmegaConf.to_container(cfg, resolve=True)
+        with Tracker(run_dir, backends=list(cfg.tracking.backends), project=cfg.tracking.project,
+                     run_name=cfg.tracking.run_name, config=config, wandb_mode=cfg.tracking.wandb_mode) as tracker:
+            driver = Driver(loop_cfg, trajectory_cfg, policy, cluster, pool, tasks, tracker, run_dir,
+                            val_tasks=val_tasks, progress=ProgressLine())
+            try:
+                steps = await driver.run()
+                driver.plot_timeline()
+                return steps
+            finally:
+                await pool.close()
+                await cluster.close()
+
+    try:
+        return asyncio.run(main())
+    finally:
+        server.stop()
+
+
+class ProgressLine:
+    """A live status line: executions running / ready, the step, each cell's role."""
+
+    def __init__(self) -> None:
+        from rich.console import Console
+
+        self.console = Console(stderr=True)
+        self._last = 0.0
+
+    def __call__(self, driver: Any) -> None:
+        import time
+
+        now = time.monotonic()
+        if now - self._last < 2.0:
+            return
+        self._last = now
+        roles = " ".join(f"{v.id}:{v.role.value[0].upper()}" for v in driver.cluster.views())
+        self.console.print(
+            f"[dim]step {driver.steps_done}/{driver.cfg.total_steps} | running {driver.buffer.running} | "
+            f"ready {driver.buffer.ready_count} | training {'yes' if driver.training else 'no'} | "
+            f"version {driver.cluster.version} | {roles}[/dim]"
+        )
