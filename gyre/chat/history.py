@@ -32,7 +32,7 @@ from gyre.chat.messages import Conversation, Message, tools_key
 from gyre.chat.template import ChatTemplate
 
 
-@dataclass
+@dataclass(eq=False)  # identity semantics: nodes are removed from index buckets by identity
 class CallNode:
     """What a completed call leaves behind for later calls to extend."""
 

@@ -1,0 +1,74 @@
+"""The ``env`` config group (conf/env/*.yaml) turned into objects: which tasks, which sandbox.
+
+Keys are checked strictly: an unknown key fails with its name, as everywhere in Gyre.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gyre.envs.loaders import LOADERS, LoadResult, load_tasks
+from gyre.envs.sandbox import Sandbox
+from gyre.envs.task import DOMAINS
+
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+KEYS = ("domain", "path", "loader", "sandbox", "eval_retries")
+
+
+def _plain(value: Any) -> Any:
+    """OmegaConf containers to plain dicts/lists (without importing omegaconf here)."""
+    if hasattr(value, "items"):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)) or type(value).__name__ == "ListConfig":
+        return [_plain(v) for v in value]
+    return value
+
+
+@dataclass
+class EnvConfig:
+    domain: str
+    path: str
+    loader: dict[str, Any] = field(default_factory=dict)
+    sandbox: Sandbox = field(default_factory=Sandbox)
+    eval_retries: int = 2
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any]) -> EnvConfig:
+        data = _plain(config)
+        unknown = sorted(set(data) - set(KEYS))
+        if unknown:
+            raise ValueError(f"env: unknown key(s) {unknown}; known keys are {list(KEYS)}")
+        for key in ("domain", "path"):
+            if not data.get(key):
+                raise ValueError(f"env.{key} is required")
+        if data["domain"] not in DOMAINS:
+            raise ValueError(f"env.domain must be one of {DOMAINS}, got {data['domain']!r}")
+        loader = dict(data.get("loader") or {})
+        accepted = set(inspect.signature(LOADERS[data["domain"]]).parameters) - {"path"}
+        bad = sorted(set(loader) - accepted)
+        if bad:
+            raise ValueError(f"env.loader: unknown option(s) {bad} for domain {data['domain']!r}; known: {sorted(accepted)}")
+        retries = data.get("eval_retries", 2)
+        if not isinstance(retries, int) or retries < 0:
+            raise ValueError(f"env.eval_retries must be an integer >= 0, got {retries!r}")
+        return cls(
+            domain=data["domain"],
+            path=str(data["path"]),
+            loader=loader,
+            sandbox=Sandbox.from_config(data.get("sandbox")),
+            eval_retries=retries,
+        )
+
+    def resolved_path(self) -> Path:
+        """``path`` as given when it exists, else relative to the project root (Hydra may change cwd)."""
+        path = Path(self.path)
+        if path.is_absolute() or path.exists():
+            return path
+        return PROJECT_ROOT / path
+
+    def load(self) -> LoadResult:
+        return load_tasks(self.domain, self.resolved_path(), **self.loader)

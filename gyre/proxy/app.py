@@ -1,0 +1,200 @@
+"""The HTTP surface: a FastAPI app whose routes read raw bodies and delegate to the API modules.
+
+Routes: ``GET /health``; OpenAI ``GET /v1/models``, ``POST /v1/chat/completions``, ``/v1/completions``,
+``/v1/responses``; Anthropic ``POST /v1/messages`` and ``/v1/messages/count_tokens``. Errors under
+``/v1/messages`` use Anthropic's error shape, everything else OpenAI's; unknown paths (404) and wrong
+methods (405) too. Bodies are read with a size limit (413 beyond ``proxy.max_body_bytes``) and parsed by
+hand, so unknown fields are ignored and errors name the field.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.responses import Response, StreamingResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from gyre.chat.roles import AGENT_HEADER
+from gyre.proxy.anthropic_messages import Messages
+from gyre.proxy.errors import ProxyError
+from gyre.proxy.openai_chat import ChatCompletions
+from gyre.proxy.openai_completions import Completions
+from gyre.proxy.openai_responses import Responses
+from gyre.proxy.service import Proxy
+from gyre.proxy.validate import parse_json_object
+
+log = logging.getLogger(__name__)
+SSE_HEADERS = {"cache-control": "no-cache", "x-accel-buffering": "no"}
+
+
+def api_of(path: str) -> str:
+    return "anthropic" if path.startswith("/v1/messages") else "openai"
+
+
+def json_response(data: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
+    body = json.dumps(data, ensure_ascii=False, separators=(",", ":")).encode()
+    return Response(body, status_code=status, media_type="application/json", headers=headers)
+
+
+def error_response(error: ProxyError, api: str) -> Response:
+    return json_response(error.body(api), error.status(api), error.headers())
+
+
+def api_key(request: Request) -> str | None:
+    key = request.headers.get("x-api-key")
+    if key:
+        return key.strip()
+    authorization = request.headers.get("authorization", "")
+    scheme, _, token = authorization.partition(" ")
+    if scheme.lower() == "bearer" and token.strip():
+        return token.strip()
+    return None
+
+
+async def read_body(request: Request, limit: int) -> bytes:
+    """The raw body, refusing (413) more than ``limit`` bytes whether or not Content-Length says so."""
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise ProxyError("too_large", f"request body is {int(declared)} bytes; the limit is {limit} bytes (proxy.max_body_bytes)")
+    parts: list[bytes] = []
+    size = 0
+    async for part in request.stream():
+        size += len(part)
+        if size > limit:
+            raise ProxyError("too_large", f"request body exceeds the limit of {limit} bytes (proxy.max_body_bytes)")
+        parts.append(part)
+    return b"".join(parts)
+
+
+async def disconnected(request: Request) -> None:
+    """Return once the client has gone away (after the body was read, ``receive`` only reports that)."""
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
+
+
+def guarded(fn: Callable[[Request], Awaitable[Response]]) -> Callable[[Request], Awaitable[Response]]:
+    """Turn unexpected exceptions into a 500 in the API's shape (the server keeps serving)."""
+
+    async def route(request: Request) -> Response:
+        try:
+            return await fn(request)
+        except ProxyError as error:
+            return error_response(error, api_of(request.url.path))
+        except Exception as error:
+            log.exception("proxy: %s %s failed", request.method, request.url.path)
+            internal = ProxyError("internal", f"internal error: {type(error).__name__}: {error}")
+            return error_response(internal, api_of(request.url.path))
+
+    return route
+
+
+class Routes:
+    """The request handlers, independent of how they are mounted."""
+
+    def __init__(self, proxy: Proxy) -> None:
+        self.proxy = proxy
+        self.limit = proxy.config.max_body_bytes
+        self.apis = {
+            "chat": ChatCompletions(proxy),
+            "completions": Completions(proxy),
+            "responses": Responses(proxy),
+            "messages": Messages(proxy),
+        }
+        self.post: dict[str, Callable[[Request], Awaitable[Response]]] = {
+            "/v1/chat/completions": guarded(lambda request: self.generation(request, "chat")),
+            "/v1/completions": guarded(lambda request: self.generation(request, "completions")),
+            "/v1/responses": guarded(lambda request: self.generation(request, "responses")),
+            "/v1/messages": guarded(lambda request: self.generation(request, "messages")),
+            "/v1/messages/count_tokens": guarded(self.count_tokens),
+        }
+
+    async def generation(self, request: Request, name: str) -> Response:
+        proxy = self.proxy
+        execution = proxy.executions.get(api_key(request))
+        body = parse_json_object(await read_body(request, self.limit))
+        api = self.apis[name]
+        call, flags = api.prepare(execution, body, request.headers.get(AGENT_HEADER))
+        if flags["stream"]:
+            return StreamingResponse(api.stream(call, flags), media_type="text/event-stream", headers=SSE_HEADERS)
+        run = asyncio.ensure_future(proxy.run(call))
+        gone = asyncio.ensure_future(disconnected(request))
+        try:
+            await asyncio.wait({run, gone}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            gone.cancel()
+            if not run.done():  # the client left: cancelling the call makes the engine abort it
+                run.cancel()
+        if run.cancelled():
+            return Response(status_code=499)  # nobody is listening; nothing was recorded
+        return json_response(api.response(call, run.result(), flags))
+
+    async def count_tokens(self, request: Request) -> Response:
+        self.proxy.executions.get(api_key(request))
+        body = parse_json_object(await read_body(request, self.limit))
+        return json_response(self.apis["messages"].count_tokens(body))
+
+    async def models(self, request: Request) -> Response:
+        self.proxy.executions.get(api_key(request))
+        name = self.proxy.config.served_model_name
+        if request.headers.get("anthropic-version"):
+            entry = {"type": "model", "id": name, "display_name": name, "created_at": "1970-01-01T00:00:00Z"}
+            return json_response({"data": [entry], "has_more": False, "first_id": name, "last_id": name})
+        return json_response({"object": "list", "data": [{"id": name, "object": "model", "created": 0, "owned_by": "gyre"}]})
+
+    async def health(self, request: Request) -> Response:
+        proxy = self.proxy
+        return json_response({"status": "ok", "executions": len(proxy.executions), "router": proxy.router.stats()})
+
+
+def build_fastapi(routes: Routes) -> FastAPI:
+    """Every route as a FastAPI app, with 404/405 in the API's error shape."""
+    app = FastAPI(title="Gyre proxy", docs_url=None, redoc_url=None, openapi_url=None)
+    app.state.proxy = routes.proxy
+    for path, handler in routes.post.items():
+        app.add_api_route(path, handler, methods=["POST"])
+    app.add_api_route("/v1/models", guarded(routes.models), methods=["GET"])
+    app.add_api_route("/health", guarded(routes.health), methods=["GET"])
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, error: StarletteHTTPException) -> Response:
+        kind = "not_found" if error.status_code == 404 else "invalid_request"
+        message = f"{request.method} {request.url.path}: {error.detail}"
+        proxy_error = ProxyError(kind, message)  # type: ignore[arg-type]
+        api = api_of(request.url.path)
+        return json_response(proxy_error.body(api), error.status_code, dict(error.headers or {}))
+
+    return app
+
+
+class FastPathApp:
+    """The ASGI app uvicorn serves: the POST API routes go straight to their handlers, everything else
+    (GETs, unknown paths, wrong methods) to the FastAPI app.
+
+    Why: FastAPI's per-request machinery (middleware stack, route matching, dependency solving) costs
+    about a millisecond per request on a small CPU, which is the proxy's whole latency budget; the hot
+    routes need none of it (they read raw bodies and build their own responses). The handlers are the
+    same objects FastAPI mounts, so behaviour does not depend on the path taken.
+    """
+
+    def __init__(self, routes: Routes) -> None:
+        self.routes = routes
+        self.fastapi = build_fastapi(routes)
+        self.state = self.fastapi.state
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and scope["method"] == "POST":
+            handler = self.routes.post.get(scope["path"])
+            if handler is not None:
+                response = await handler(Request(scope, receive))
+                await response(scope, receive, send)
+                return
+        await self.fastapi(scope, receive, send)
+
+
+def build_app(proxy: Proxy) -> FastPathApp:
+    return FastPathApp(Routes(proxy))

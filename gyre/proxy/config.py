@@ -1,0 +1,59 @@
+"""Proxy settings (the ``proxy`` group of the Hydra config; each key is explained in conf/proxy/default.yaml)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Any
+
+from gyre.chat.roles import DEFAULT_SUMMARY_PATTERN
+
+
+@dataclass
+class ProxyConfig:
+    host: str = "127.0.0.1"
+    port: int = 8000
+    run_dir: str = "runs/serve"
+    served_model_name: str = "gyre"
+    queue_timeout_s: float = 30.0
+    retry_after_s: float = 1.0
+    cell_capacity: int = 64
+    max_sessions_per_cell: int | None = None
+    max_body_bytes: int = 32 * 1024 * 1024
+    context_window: int | None = None
+    default_max_tokens: int | None = None
+    max_tokens_cap: int | None = None
+    default_temperature: float = 1.0
+    history_calls: int = 64
+    summary_pattern: str | None = DEFAULT_SUMMARY_PATTERN
+    stream_chunk_chars: int = 32
+    fsync: bool = True
+    fsync_before_response: bool = False
+    log_level: str = "warning"
+
+    def __post_init__(self) -> None:
+        checks = {
+            "port": 0 <= self.port <= 65535,
+            "queue_timeout_s": self.queue_timeout_s >= 0,
+            "retry_after_s": self.retry_after_s > 0,
+            "cell_capacity": self.cell_capacity >= 1,
+            "max_sessions_per_cell": self.max_sessions_per_cell is None or self.max_sessions_per_cell >= 1,
+            "max_body_bytes": self.max_body_bytes >= 1024,
+            "context_window": self.context_window is None or self.context_window >= 2,
+            "default_max_tokens": self.default_max_tokens is None or self.default_max_tokens >= 1,
+            "max_tokens_cap": self.max_tokens_cap is None or self.max_tokens_cap >= 1,
+            "default_temperature": self.default_temperature >= 0,
+            "history_calls": self.history_calls >= 1,
+            "stream_chunk_chars": self.stream_chunk_chars >= 1,
+        }
+        bad = [name for name, ok in checks.items() if not ok]
+        if bad:
+            raise ValueError(f"proxy config: invalid value for {', '.join(f'{n}={getattr(self, n)!r}' for n in bad)}")
+
+    @classmethod
+    def from_mapping(cls, data: dict[str, Any]) -> ProxyConfig:
+        """Build from a plain mapping (a Hydra node); unknown keys fail loudly, naming them."""
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ValueError(f"proxy config: unknown keys {unknown}; known keys are {sorted(known)}")
+        return cls(**data)

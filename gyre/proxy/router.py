@@ -1,0 +1,361 @@
+"""Routing calls to rollout cells: session affinity, least-loaded placement, capacity, backpressure, drain.
+
+- Affinity: an execution's calls all go to the cell it was placed on, so its KV caches stay warm.
+- Placement: a new execution goes to the active cell with the fewest in-flight calls (then fewest
+  executions), among those under ``capacity`` in-flight calls and ``max_sessions`` executions.
+- Backpressure: a call whose cell is full (or, for a new execution, when no cell can take it) waits up to
+  ``queue_timeout_s`` for room, then fails with ``OverloadedError`` (the API layer answers 429 / 529 with
+  ``retry-after``).
+- ``drain(cell, target)``: the cell stops taking executions; each of its executions is re-pointed to the
+  target (or the least-loaded active cell), its in-flight calls are aborted, its sessions' KV caches are
+  exported and imported into the target, and the aborted calls are retried there by the same
+  ``generate`` invocation, so the client sees one normal response. The aborted attempt's partial tokens
+  are discarded and the retry generates the whole response from the prompt: the record then holds one
+  response sampled under one engine, never a splice of two attempts (whose log-probs could come from
+  different weight versions), at the cost of regenerating a few tokens. A call is retried only if its
+  attempt really ended with ``abort``; one that finished before the abort landed is returned as is, so
+  a call is never lost or duplicated. ``RoutedGeneration.reroutes`` lists the moves for the record.
+
+All methods run on the proxy's event loop (engines are thread-safe and awaitable from any loop).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from gyre.rollout.base import (
+    EngineAsleepError,
+    Generation,
+    KVState,
+    RolloutEngine,
+    SamplingParams,
+)
+
+log = logging.getLogger(__name__)
+
+
+class OverloadedError(RuntimeError):
+    """No cell could take the call within the queue timeout."""
+
+    def __init__(self, message: str, retry_after_s: float) -> None:
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
+
+
+class UnknownCellError(KeyError):
+    def __str__(self) -> str:  # KeyError quotes its argument; keep the message readable
+        return str(self.args[0])
+
+
+@dataclass(eq=False)
+class _Attempt:
+    """One in-flight engine call on a cell."""
+
+    execution_id: str
+    session_id: str
+    prompt_ids: list[int]
+    moved: bool = False  # set by drain: an ``abort`` result means "retry on the new cell"
+    done: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+@dataclass(eq=False)
+class Cell:
+    """A rollout cell as the router sees it: an engine, limits and live counters."""
+
+    cell_id: str
+    engine: RolloutEngine
+    capacity: int = 64
+    max_sessions: int | None = None
+    draining: bool = False
+    attempts: set[_Attempt] = field(default_factory=set)
+    executions: set[str] = field(default_factory=set)
+
+    @property
+    def inflight(self) -> int:
+        return len(self.attempts)
+
+    def has_room(self) -> bool:
+        return self.inflight < self.capacity
+
+    def takes_new_execution(self) -> bool:
+        if self.draining or not self.has_room():
+            return False
+        return self.max_sessions is None or len(self.executions) < self.max_sessions
+
+
+@dataclass
+class RoutedGeneration:
+    generation: Generation
+    cell_id: str
+    session_id: str
+    queue_s: float
+    reroutes: list[dict[str, Any]]
+
+
+@dataclass
+class DrainReport:
+    cell_id: str
+    moved_executions: int = 0
+    aborted_calls: int = 0
+    kv_imports: int = 0
+    kv_missing: int = 0
+    seconds: float = 0.0
+
+
+class Router:
+    def __init__(self, cells: list[Cell] | None = None, *, queue_timeout_s: float = 30.0, retry_after_s: float = 1.0) -> None:
+        self.cells: dict[str, Cell] = {}
+        self.queue_timeout_s = queue_timeout_s
+        self.retry_after_s = retry_after_s
+        self._affinity: dict[str, Cell] = {}
+        self._sessions: dict[str, set[str]] = {}  # execution -> engine session ids it used on its cell
+        self._moving: dict[str, asyncio.Event] = {}
+        self._changed = asyncio.Event()
+        self.counters = {"calls": 0, "reroutes": 0, "overloaded": 0, "kv_imports": 0, "engine_asleep": 0}
+        for cell in cells or []:
+            self.add_cell(cell)
+
+    # ------------------------------------------------------------------ membership
+
+    def add_cell(self, cell: Cell) -> None:
+        if cell.cell_id in self.cells:
+            raise ValueError(f"cell {cell.cell_id!r} is already routed to")
+        self.cells[cell.cell_id] = cell
+        self._notify()
+
+    async def remove_cell(self, cell_id: str) -> Cell:
+        """Drain ``cell_id`` (moving its executions) and stop routing to it; the caller owns its engine."""
+        cell = self._cell(cell_id)
+        await self.drain(cell_id)
+        del self.cells[cell_id]
+        self._notify()
+        return cell
+
+    def undrain(self, cell_id: str) -> None:
+        """Let the cell take executions again (e.g. it is back from training)."""
+        self._cell(cell_id).draining = False
+        self._notify()
+
+    def release(self, execution_id: str) -> None:
+        """Forget an ended execution's placement (its cell's engine evicts its caches by LRU)."""
+        cell = self._affinity.pop(execution_id, None)
+        if cell is not None:
+            cell.executions.discard(execution_id)
+        self._sessions.pop(execution_id, None)
+        self._notify()
+
+    def cell_of(self, execution_id: str) -> str | None:
+        cell = self._affinity.get(execution_id)
+        return cell.cell_id if cell else None
+
+    def stats(self) -> dict[str, Any]:
+        return {
+            **self.counters,
+            "cells": {
+                cell.cell_id: {
+                    "inflight": cell.inflight,
+                    "executions": len(cell.executions),
+                    "capacity": cell.capacity,
+                    "draining": cell.draining,
+                }
+                for cell in self.cells.values()
+            },
+        }
+
+    # ------------------------------------------------------------------ calls
+
+    async def generate(
+        self, execution_id: str, session_id: str, prompt_ids: list[int], sampling: SamplingParams
+    ) -> RoutedGeneration:
+        """Run one call on the execution's cell, waiting for room (bounded) and following drains."""
+        start = time.perf_counter()
+        reroutes: list[dict[str, Any]] = []
+        queue_s = 0.0
+        self.counters["calls"] += 1
+        while True:
+            waited = time.perf_counter()
+            cell = await self._acquire(execution_id)
+            queue_s += time.perf_counter() - waited
+            attempt = _Attempt(execution_id, session_id, prompt_ids)
+            cell.attempts.add(attempt)
+            self._sessions.setdefault(execution_id, set()).add(session_id)
+            try:
+                generation = await cell.engine.generate(session_id, prompt_ids, sampling)
+            except EngineAsleepError as error:
+                # The cell went to sleep without a drain: take it out of placement and go elsewhere.
+                self.counters["engine_asleep"] += 1
+                log.warning("cell %s: %s; rerouting execution %s", cell.cell_id, error, execution_id)
+                cell.draining = True
+                self._unplace(execution_id)
+                reroutes.append({"from": cell.cell_id, "reason": "engine_asleep", "partial_tokens": 0})
+                continue
+            finally:
+                cell.attempts.discard(attempt)
+                attempt.done.set()
+                self._notify()
+            if generation.finish_reason == "abort" and attempt.moved:
+                self.counters["reroutes"] += 1
+                reroutes.append(
+                    {
+                        "from": cell.cell_id,
+                        "to": self.cell_of(execution_id),
+                        "reason": "drain",
+                        "partial_tokens": len(generation.response_ids),
+                        "after_s": round(time.perf_counter() - start, 6),
+                    }
+                )
+                moving = self._moving.get(execution_id)
+                if moving is not None:
+                    await moving.wait()
+                continue
+            return RoutedGeneration(generation, cell.cell_id, session_id, queue_s, reroutes)
+
+    async def _acquire(self, execution_id: str) -> Cell:
+        """The cell for this execution's next call, once it has room; ``OverloadedError`` after the timeout."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.queue_timeout_s
+        while True:
+            cell = self._place(execution_id)
+            if cell is not None:
+                return cell
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                self.counters["overloaded"] += 1
+                raise OverloadedError(self._overload_message(execution_id), self.retry_after_s)
+            changed = self._changed
+            try:
+                await asyncio.wait_for(changed.wait(), remaining)
+            except TimeoutError:
+                pass
+
+    def _place(self, execution_id: str) -> Cell | None:
+        if execution_id in self._moving:
+            return None
+        cell = self._affinity.get(execution_id)
+        if cell is not None:
+            return cell if cell.has_room() else None
+        candidates = [c for c in self.cells.values() if c.takes_new_execution()]
+        if not candidates:
+            return None
+        cell = min(candidates, key=lambda c: (c.inflight, len(c.executions)))
+        self._affinity[execution_id] = cell
+        cell.executions.add(execution_id)
+        return cell
+
+    def _unplace(self, execution_id: str) -> None:
+        cell = self._affinity.pop(execution_id, None)
+        if cell is not None:
+            cell.executions.discard(execution_id)
+
+    def _overload_message(self, execution_id: str) -> str:
+        cell = self._affinity.get(execution_id)
+        if cell is not None:
+            return (
+                f"cell {cell.cell_id} (this execution's cell) stayed at capacity ({cell.capacity} calls in flight) "
+                f"for {self.queue_timeout_s:g}s; retry later"
+            )
+        active = [c.cell_id for c in self.cells.values() if not c.draining]
+        return f"no rollout cell could take a new execution within {self.queue_timeout_s:g}s (active cells: {active}); retry later"
+
+    def _notify(self) -> None:
+        self._changed.set()
+        self._changed = asyncio.Event()
+
+    def _cell(self, cell_id: str) -> Cell:
+        try:
+            return self.cells[cell_id]
+        except KeyError:
+            raise UnknownCellError(f"no cell {cell_id!r}; cells are {sorted(self.cells)}") from None
+
+    # ------------------------------------------------------------------ drain
+
+    async def drain(self, cell_id: str, target: str | None = None, *, abort_retry_s: float = 0.05) -> DrainReport:
+        """Stop placing on ``cell_id`` and move every execution on it (see the module docstring).
+
+        Returns once the cell has no calls in flight and no executions. With no other active cell the
+        executions are unplaced and their calls wait (bounded) for a cell like any new execution.
+        """
+        start = time.perf_counter()
+        cell = self._cell(cell_id)
+        destination = self._cell(target) if target is not None else None
+        if destination is cell:
+            raise ValueError(f"cannot drain cell {cell_id!r} into itself")
+        if destination is not None and destination.draining:
+            raise ValueError(f"target cell {target!r} is draining itself")
+        cell.draining = True
+        report = DrainReport(cell_id)
+        moves = []
+        for execution_id in sorted(cell.executions):
+            dest = destination or self._least_loaded(exclude=cell)
+            self._unplace(execution_id)
+            if dest is not None:
+                self._affinity[execution_id] = dest
+                dest.executions.add(execution_id)
+            self._moving[execution_id] = asyncio.Event()
+            moves.append(self._move(execution_id, cell, dest, report, abort_retry_s))
+        report.moved_executions = len(moves)
+        await asyncio.gather(*moves)
+        while cell.attempts:  # calls of executions that were already leaving: let them finish
+            await asyncio.wait([asyncio.ensure_future(a.done.wait()) for a in list(cell.attempts)])
+        report.seconds = time.perf_counter() - start
+        self._notify()
+        return report
+
+    def _least_loaded(self, exclude: Cell) -> Cell | None:
+        active = [c for c in self.cells.values() if c is not exclude and not c.draining]
+        return min(active, key=lambda c: (c.inflight + len(c.executions), c.cell_id)) if active else None
+
+    async def _move(self, execution_id: str, source: Cell, dest: Cell | None, report: DrainReport, retry_s: float) -> None:
+        moving = self._moving[execution_id]
+        retry_prompts: dict[str, list[int]] = {}
+        try:
+            while True:
+                mine = [a for a in source.attempts if a.execution_id == execution_id]
+                if not mine:
+                    break
+                for attempt in mine:
+                    if not attempt.moved:
+                        report.aborted_calls += 1
+                    attempt.moved = True
+                    retry_prompts[attempt.session_id] = attempt.prompt_ids
+                for session_id in {a.session_id for a in mine}:
+                    await source.engine.abort(session_id)
+                await asyncio.wait([asyncio.ensure_future(a.done.wait()) for a in mine], timeout=retry_s)
+            if dest is None:
+                return
+            for session_id in sorted(self._sessions.get(execution_id, ())):
+                state = await source.engine.export_session(session_id)
+                if state is not None and session_id in retry_prompts:
+                    state = truncate_state(state, common_prefix(state.tokens, retry_prompts[session_id]))
+                if state is None or not state.tokens:
+                    report.kv_missing += 1
+                    continue
+                await dest.engine.import_session(session_id, state)
+                report.kv_imports += 1
+                self.counters["kv_imports"] += 1
+        finally:
+            del self._moving[execution_id]
+            moving.set()
+            self._notify()
+
+
+def common_prefix(a: list[int], b: list[int]) -> int:
+    limit = min(len(a), len(b))
+    for index in range(limit):
+        if a[index] != b[index]:
+            return index
+    return limit
+
+
+def truncate_state(state: KVState, length: int) -> KVState:
+    """The cache of the first ``length`` tokens. An aborted call leaves its session's cache covering the
+    prompt plus the partial response; the retry sends the same prompt, and an imported cache is only
+    adopted if it is a prefix of the next prompt, so the partial response's part is cut off."""
+    if length >= len(state.tokens):
+        return state
+    tensors = [(key[:, :length], value[:, :length]) for key, value in state.tensors]
+    return KVState(list(state.tokens[:length]), state.weight_version, tensors, dict(state.meta))

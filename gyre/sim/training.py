@@ -1,0 +1,66 @@
+"""One streaming training step: a pool of FLOPs drained by whichever cells are computing.
+
+A step starts with the cells already in TRAIN. A satellite that finishes switching to TRAIN mid-step first
+pulls the weights (``weight_sync_s``) and then takes micro-batches; a cell that leaves stops taking them at
+once. The step's compute is therefore ``FLOPs / (contributing cells x cell FLOP/s)`` integrated over the
+membership changes (micro-batches are treated as fine-grained). When the compute is done the step spends
+``step_overhead_s + weight_sync_s`` (optimizer step, new weights out to rollout cells) and only then does
+the policy version advance.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+COMPUTE, SYNC = "compute", "sync"
+
+
+@dataclass
+class TrainingStep:
+    index: int
+    flops: float
+    started: float
+    executions: int
+    tree_tokens: float
+    contributors: set[int]
+    pulling: dict[int, float] = field(default_factory=dict)  # cell -> time its weight pull ends
+    phase: str = COMPUTE
+    remaining: float = 0.0
+    last: float = 0.0
+    sync_end: float = math.inf
+    epoch: int = 0  # bumps whenever the finish time may have moved (stale heap entries are skipped)
+    compute_end: float = math.nan
+    peak_cells: int = 0
+
+    def __post_init__(self) -> None:
+        self.remaining = self.flops
+        self.last = self.started
+        self.peak_cells = len(self.contributors)
+
+    def advance(self, now: float, cell_flops: float) -> None:
+        if self.phase == COMPUTE:
+            self.remaining = max(0.0, self.remaining - (now - self.last) * len(self.contributors) * cell_flops)
+        self.last = now
+
+    def compute_eta(self, cell_flops: float) -> float:
+        """When compute ends at the current membership (``inf`` while nobody computes)."""
+        if self.phase != COMPUTE:
+            return math.inf
+        if self.remaining <= 0:
+            return self.last
+        if not self.contributors:
+            return math.inf
+        return self.last + self.remaining / (len(self.contributors) * cell_flops)
+
+    def join(self, cell: int) -> None:
+        self.pulling.pop(cell, None)
+        self.contributors.add(cell)
+        self.peak_cells = max(self.peak_cells, len(self.contributors))
+        self.epoch += 1
+
+    def leave(self, cell: int) -> None:
+        self.pulling.pop(cell, None)
+        if cell in self.contributors:
+            self.contributors.discard(cell)
+            self.epoch += 1

@@ -1,0 +1,3 @@
+#!/bin/bash
+set -euo pipefail
+tar -czf docs.tar.gz docs

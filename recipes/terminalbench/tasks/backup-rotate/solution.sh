@@ -1,0 +1,3 @@
+#!/bin/bash
+set -euo pipefail
+ls backups/backup-*.tar | sort | head -n -3 | xargs rm -f

@@ -1,0 +1,3 @@
+#!/bin/bash
+set -euo pipefail
+base64 -d secret.b64 > secret.txt

@@ -1,0 +1,3 @@
+#!/bin/bash
+set -euo pipefail
+sha256sum files/* > SHA256SUMS

@@ -1,0 +1,3 @@
+#!/bin/bash
+set -euo pipefail
+find . -type f -name '*.tmp' -delete

@@ -1,0 +1,3 @@
+#!/bin/bash
+set -euo pipefail
+cat logs/alpha.log logs/beta.log logs/gamma.log > all.log

@@ -1,0 +1,3 @@
+#!/bin/bash
+set -euo pipefail
+tail -n +2 people.csv | cut -d, -f3 > cities.txt

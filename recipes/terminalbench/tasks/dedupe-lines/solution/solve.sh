@@ -1,0 +1,3 @@
+#!/bin/bash
+set -euo pipefail
+awk '!seen[$0]++' items.txt > unique.txt

@@ -1,0 +1,3 @@
+#!/bin/bash
+set -euo pipefail
+join ids.txt scores.txt > joined.txt

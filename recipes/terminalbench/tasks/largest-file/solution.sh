@@ -1,0 +1,3 @@
+#!/bin/bash
+set -euo pipefail
+ls -S data | head -n 1 > largest.txt

@@ -1,0 +1,4 @@
+#!/bin/bash
+set -euo pipefail
+chmod +x run.sh
+./run.sh > output.txt

@@ -1,0 +1,3 @@
+#!/bin/bash
+set -euo pipefail
+tac lines.txt > reversed.txt

@@ -1,0 +1,3 @@
+#!/bin/bash
+set -euo pipefail
+awk '{s += $1} END {print s}' numbers.txt > sum.txt

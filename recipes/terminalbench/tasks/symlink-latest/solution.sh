@@ -1,0 +1,3 @@
+#!/bin/bash
+set -euo pipefail
+ln -s releases/v2 latest

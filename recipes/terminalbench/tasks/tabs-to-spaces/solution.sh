@@ -1,0 +1,3 @@
+#!/bin/bash
+set -euo pipefail
+sed -i 's/\t/    /g' code.txt
