@@ -64,7 +64,7 @@ def run(cfg: DictConfig) -> int:
     """The whole job; returns the number of training steps done."""
     import ray
 
-    from gyre.envs import Sandbox, load_tasks
+    from gyre.envs.config import EnvConfig
     from gyre.harness import make_pool
     from gyre.models import load_tokenizer
     from gyre.proxy.config import ProxyConfig
@@ -85,9 +85,12 @@ def run(cfg: DictConfig) -> int:
     trajectory_cfg = build(TrajectoryConfig, cfg.trajectory, "trajectory", seed=cfg.seed)
     cluster_cfg = cluster_config(cfg)
 
-    loaded = load_tasks(cfg.env.domain, cfg.env.path, **to_plain(cfg.env.get("loader", {})))
+    env = EnvConfig.from_config(cfg.env)
+    loaded = env.load()
     for error in loaded.errors:
         log.warning("skipped a broken task: %s", error)
+    if not loaded.tasks:
+        raise ValueError(f"env.path={env.path!r} ({env.resolved_path()}) holds no loadable {env.domain} task")
     tasks, val_tasks = split_tasks(loaded.tasks, cfg.trainer.val_fraction, cfg.seed)
 
     if not ray.is_initialized():
@@ -96,7 +99,7 @@ def run(cfg: DictConfig) -> int:
     proxy_cfg = ProxyConfig.from_mapping({**to_plain(cfg.proxy), "run_dir": str(run_dir)})
     proxy = build_proxy(load_tokenizer(cfg.model.path), [], proxy_cfg)
     server = ProxyServer(proxy).start()
-    sandbox = Sandbox.from_config(to_plain(cfg.env.sandbox)) if hasattr(Sandbox, "from_config") else Sandbox()
+    sandbox = env.sandbox
 
     async def main() -> int:
         def on_router_loop(coroutine):
