@@ -161,11 +161,12 @@ class Driver:
         metrics.update(self._step_metrics(executions, staleness))
         self.steps_done += 1
         self.last_step_end = time.perf_counter()
+        # Checkpoint before logging: a step that was logged is never trained again after a resume.
+        if self.cfg.save_every and self.steps_done % self.cfg.save_every == 0:
+            await self.save()
         self.tracker.log(metrics, step=self.steps_done)
         if self.cfg.timeline_every and self.steps_done % self.cfg.timeline_every == 0:
             self.plot_timeline()
-        if self.cfg.save_every and self.steps_done % self.cfg.save_every == 0:
-            await self.save()
         self.training = None
 
     def _step_metrics(self, executions: list[Execution], staleness: list[int]) -> dict[str, Any]:
