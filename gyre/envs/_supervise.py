@@ -21,7 +21,7 @@ def _descendants(root):
         if not name.isdigit():
             continue
         try:
-            with open("/proc/%s/stat" % name, "rb") as handle:
+            with open(f"/proc/{name}/stat", "rb") as handle:
                 raw = handle.read()
         except OSError:
             continue
@@ -76,7 +76,7 @@ def main(argv):
         try:
             os.execvp(argv[0], argv)
         except OSError as exc:
-            sys.stderr.write("sandbox: cannot run %s: %s\n" % (argv[0], exc))
+            sys.stderr.write(f"sandbox: cannot run {argv[0]}: {exc}\n")
             os._exit(127)
 
     def forward(signum, _frame):

@@ -51,7 +51,9 @@ class EnvConfig:
         accepted = set(inspect.signature(LOADERS[data["domain"]]).parameters) - {"path"}
         bad = sorted(set(loader) - accepted)
         if bad:
-            raise ValueError(f"env.loader: unknown option(s) {bad} for domain {data['domain']!r}; known: {sorted(accepted)}")
+            raise ValueError(
+                f"env.loader: unknown option(s) {bad} for domain {data['domain']!r}; known: {sorted(accepted)}"
+            )
         retries = data.get("eval_retries", 2)
         if not isinstance(retries, int) or retries < 0:
             raise ValueError(f"env.eval_retries must be an integer >= 0, got {retries!r}")

@@ -61,10 +61,35 @@ KINDS = ("auto", "bwrap", "process")
 WATCHDOG_INTERVAL = 0.05
 # /etc entries a command usually needs (name lookup, the dynamic linker, TLS roots, locale, git).
 ETC_ENTRIES = (
-    "passwd", "group", "hosts", "hostname", "resolv.conf", "nsswitch.conf", "host.conf", "ld.so.cache",
-    "ld.so.conf", "ld.so.conf.d", "alternatives", "localtime", "timezone", "ssl", "ca-certificates",
-    "ca-certificates.conf", "mime.types", "gitconfig", "bash.bashrc", "profile", "profile.d", "inputrc",
-    "environment", "os-release", "debian_version", "lsb-release", "login.defs", "pip.conf", "locale.alias",
+    "passwd",
+    "group",
+    "hosts",
+    "hostname",
+    "resolv.conf",
+    "nsswitch.conf",
+    "host.conf",
+    "ld.so.cache",
+    "ld.so.conf",
+    "ld.so.conf.d",
+    "alternatives",
+    "localtime",
+    "timezone",
+    "ssl",
+    "ca-certificates",
+    "ca-certificates.conf",
+    "mime.types",
+    "gitconfig",
+    "bash.bashrc",
+    "profile",
+    "profile.d",
+    "inputrc",
+    "environment",
+    "os-release",
+    "debian_version",
+    "lsb-release",
+    "login.defs",
+    "pip.conf",
+    "locale.alias",
 )
 TOP_LEVEL_SYSTEM = ("bin", "sbin", "lib", "lib32", "lib64", "libx32")
 
@@ -149,6 +174,8 @@ class Launch:
     ``launch.argv`` itself (``env=launch.env, cwd=launch.cwd, start_new_session=True``), then call
     `attach` with the pid, `kill` to stop everything, `exited` once it has reaped the process, and
     `close` when done. After `exited` no signal is sent to the (possibly reused) pid any more.
+    `kill` and `close` block until the processes are gone (normally milliseconds, at most ~10 s):
+    from an event loop, call them with ``asyncio.to_thread``.
     """
 
     def __init__(
@@ -200,7 +227,7 @@ class Launch:
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 start_new_session=True,
-                preexec_fn=self.preexec,
+                preexec_fn=self.preexec,  # noqa: PLW1509 - None unless prlimit is missing (see _limit_prefix)
                 close_fds=True,
             )
         except OSError as exc:
@@ -441,15 +468,6 @@ class Sandbox:
         for mount in mounts:
             source = os.path.abspath(mount.source)
             path_map[source] = mount.target if (kind == "bwrap" and mount.target) else source
-
-        private_tmp = None
-        if kind == "process":
-            private_tmp = tempfile.mkdtemp(prefix="gyre-sbx-tmp-")
-            _warn_once("process", "process sandbox: commands can write outside the workspace and use the network")
-        inner_tmp = "/tmp" if kind == "bwrap" else private_tmp
-        full_env = self._environment(inner_ws, inner_tmp, env)
-
-        inner_cwd = inner_ws if not cwd else os.path.join(inner_ws, cwd)
         if isinstance(command, str):
             shell = "/bin/bash" if os.path.exists("/bin/bash") else "/bin/sh"
             command_argv = [shell, "-c", command]
@@ -458,22 +476,25 @@ class Sandbox:
             if not command_argv:
                 raise SandboxError("sandbox command is empty")
 
+        # Everything that can fail is checked above; only now take resources that need cleaning up.
+        limit_argv, preexec = self._limit_prefix()
+        if kind == "bwrap":
+            inner_cwd = inner_ws if not cwd else os.path.join(inner_ws, cwd)
+            body = limit_argv + self._bwrap_args(workspace_path, inner_ws, mounts, inner_cwd, network) + command_argv
+            host_cwd, private_tmp = "/", None
+        else:
+            supervisor = [sys.executable, "-S", "-E", str(Path(__file__).with_name("_supervise.py"))]
+            body = limit_argv + supervisor + command_argv
+            host_cwd = str(workspace_path) if not cwd else str(workspace_path / cwd)
+            private_tmp = tempfile.mkdtemp(prefix="gyre-sbx-tmp-")
+            _warn_once("process", "process sandbox: commands can write outside the workspace and use the network")
+        full_env = self._environment(inner_ws, "/tmp" if kind == "bwrap" else private_tmp, env)
         cgroup = None
         if self.max_processes is not None and self.cgroup:
             cgroup = PidsCgroup.create(self.max_processes + 4, self.cgroup_root)  # +4: bwrap's own processes
-
-        argv: list[str] = []
-        if cgroup is not None:
-            argv += ["/bin/sh", "-c", 'echo $$ > "$0" && exec "$@"', str(cgroup.procs_file)]
-        limit_argv, preexec = self._limit_prefix()
-        argv += limit_argv
-        host_cwd = str(workspace_path) if not cwd else str(workspace_path / cwd)
-        if kind == "bwrap":
-            argv += self._bwrap_args(workspace_path, inner_ws, mounts, inner_cwd, network)
-            host_cwd = "/"
-        else:
-            argv += [sys.executable, "-S", "-E", str(Path(__file__).with_name("_supervise.py"))]
-        argv += command_argv
+        argv = body
+        if cgroup is not None:  # join the cgroup before anything else runs, so every descendant is in it
+            argv = ["/bin/sh", "-c", 'echo $$ > "$0" && exec "$@"', str(cgroup.procs_file), *body]
         max_watch = None
         if self.max_processes is not None:
             max_watch = self.max_processes + (2 if kind == "bwrap" else 0)
@@ -522,8 +543,10 @@ class Sandbox:
         nice = ["nice", "-n", str(self.nice)] if self.nice else []
         prlimit = shutil.which("prlimit")
         if prlimit:
-            return [prlimit] + [f"--{name}={soft}:{hard}" for name, (soft, hard) in limits.items()] + ["--"] + nice, None
-        import resource  # noqa: PLC0415  (only needed on this path)
+            return [prlimit] + [f"--{name}={soft}:{hard}" for name, (soft, hard) in limits.items()] + [
+                "--"
+            ] + nice, None
+        import resource
 
         mapping = {
             "cpu": resource.RLIMIT_CPU,
@@ -730,8 +753,12 @@ def bwrap_problem() -> str | None:
         args += ["--cap-drop", "ALL"]
     args += ["--proc", "/proc", "--dev", "/dev", "--bind", probe_dir, probe_dir, "--", "/bin/sh", "-c", "true"]
     try:
-        done = subprocess.run(args, capture_output=True, timeout=20)
-        problem = None if done.returncode == 0 else (done.stderr.decode(errors="replace").strip() or f"exit {done.returncode}")
+        done = subprocess.run(args, capture_output=True, timeout=20, check=False)
+        problem = (
+            None
+            if done.returncode == 0
+            else (done.stderr.decode(errors="replace").strip() or f"exit {done.returncode}")
+        )
     except (OSError, subprocess.TimeoutExpired) as exc:
         problem = str(exc)
     finally:

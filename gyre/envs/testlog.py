@@ -91,4 +91,6 @@ def count_passed(log: str) -> int:
 def pytest_started(log: str) -> bool:
     """True when pytest ran far enough to print its session header or a result summary."""
     text = strip_ansi(log)
-    return "test session starts" in text or bool(re.search(r"\b(passed|failed|error|errors|no tests ran)\b in [\d.]+s", text))
+    return "test session starts" in text or bool(
+        re.search(r"\b(passed|failed|error|errors|no tests ran)\b in [\d.]+s", text)
+    )

@@ -140,7 +140,7 @@ def patch_paths(patch: str) -> list[str]:
             name = pieces[1] if len(pieces) == 2 else None
         elif line.startswith("+++ ") and not line.startswith("+++ /dev/null"):
             name = line[4:].split("\t")[0]
-            name = name[2:] if name.startswith("b/") else name
+            name = name.removeprefix("b/")
         if name and name not in paths:
             paths.append(name)
     return paths
@@ -152,18 +152,20 @@ def git_baseline(dest: Path) -> None:
         return
     env = {**os.environ, **GIT_IDENTITY}
     for args in (["init", "-q"], ["add", "-A"], ["commit", "-q", "--allow-empty", "-m", "base", "--no-gpg-sign"]):
-        subprocess.run(["git", "-c", "init.defaultBranch=main", *args], cwd=dest, env=env, check=True, capture_output=True)
+        subprocess.run(
+            ["git", "-c", "init.defaultBranch=main", *args], cwd=dest, env=env, check=True, capture_output=True
+        )
 
 
 def extract_tar(data: bytes | Path, dest: Path, members: Sequence[str] | None = None) -> None:
     """Extract a (possibly compressed) tarball safely (``filter='data'``), dropping one shared top folder."""
-    handle = tarfile.open(fileobj=io.BytesIO(data)) if isinstance(data, bytes) else tarfile.open(data)
-    with handle as archive:
+    source = {"fileobj": io.BytesIO(data)} if isinstance(data, bytes) else {"name": data}
+    with tarfile.open(**source) as archive:
         infos = [m for m in archive.getmembers() if m.name not in (".", "./")]
         prefix = _common_top(infos)
         chosen = []
         for info in infos:
-            name = info.name[2:] if info.name.startswith("./") else info.name
+            name = info.name.removeprefix("./")
             name = name[len(prefix) :] if prefix else name
             if not name:
                 continue
@@ -179,7 +181,7 @@ def _common_top(infos: Iterable[tarfile.TarInfo]) -> str:
     tops = set()
     has_nested = False
     for info in infos:
-        name = info.name[2:] if info.name.startswith("./") else info.name
+        name = info.name.removeprefix("./")
         head, sep, _ = name.partition("/")
         tops.add(head)
         has_nested = has_nested or bool(sep)
@@ -194,7 +196,7 @@ def read_tar_member(path: Path, rel: str) -> bytes | None:
         infos = archive.getmembers()
         prefix = _common_top(infos)
         for info in infos:
-            name = info.name[2:] if info.name.startswith("./") else info.name
+            name = info.name.removeprefix("./")
             name = name[len(prefix) :] if prefix else name
             if name == rel and info.isfile():
                 handle = archive.extractfile(info)
@@ -271,6 +273,7 @@ class GitMirrorSource:
         archive = subprocess.run(
             ["git", "-C", self.mirror, "archive", "--format=tar", self.commit],
             capture_output=True,
+            check=False,
             env={**os.environ, "GIT_CONFIG_NOSYSTEM": "1"},
         )
         if archive.returncode != 0:
@@ -282,7 +285,9 @@ class GitMirrorSource:
             git_baseline(dest)
 
     def original(self, rel: str) -> bytes | None:
-        shown = subprocess.run(["git", "-C", self.mirror, "show", f"{self.commit}:{rel}"], capture_output=True)
+        shown = subprocess.run(
+            ["git", "-C", self.mirror, "show", f"{self.commit}:{rel}"], capture_output=True, check=False
+        )
         return shown.stdout if shown.returncode == 0 else None
 
     def describe(self) -> str:

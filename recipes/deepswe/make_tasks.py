@@ -30,9 +30,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from families import FAMILIES, Bug, Family  # noqa: E402
+from families import FAMILIES, Bug, Family
 
-from gyre.envs.testlog import parse_pytest  # noqa: E402
+from gyre.envs.testlog import parse_pytest
 
 TEST_CMD = "PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 python -m pytest -rA -p no:cacheprovider"
 
@@ -78,7 +78,12 @@ def run_pytest(files: dict[str, str]) -> dict[str, str]:
         env = {**os.environ, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", "PYTHONDONTWRITEBYTECODE": "1"}
         done = subprocess.run(
             [sys.executable, "-m", "pytest", "-rA", "-p", "no:cacheprovider", "tests"],
-            cwd=folder, env=env, capture_output=True, text=True, timeout=120,
+            cwd=folder,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
         )
         return parse_pytest(done.stdout)
     finally:

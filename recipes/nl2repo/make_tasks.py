@@ -30,11 +30,13 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from libraries import LIBRARIES, Library  # noqa: E402
+from libraries import LIBRARIES, Library
 
-from gyre.envs.testlog import parse_pytest  # noqa: E402
+from gyre.envs.testlog import parse_pytest
 
-TEST_COMMAND = "PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 python -m pytest -p no:cacheprovider --continue-on-collection-errors -rA tests"
+TEST_COMMAND = (
+    "PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 python -m pytest -p no:cacheprovider --continue-on-collection-errors -rA tests"
+)
 
 PREAMBLE = """# {title}
 
@@ -62,7 +64,12 @@ def count_tests(library: Library) -> int:
         env = {**os.environ, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", "PYTHONDONTWRITEBYTECODE": "1"}
         done = subprocess.run(
             [sys.executable, "-m", "pytest", "-rA", "-p", "no:cacheprovider", "tests"],
-            cwd=folder, env=env, capture_output=True, text=True, timeout=120,
+            cwd=folder,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
         )
         statuses = parse_pytest(done.stdout)
         failed = {t: s for t, s in statuses.items() if s != "PASSED"}

@@ -28,7 +28,7 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from shell_tasks import TASKS, ShellTask  # noqa: E402
+from shell_tasks import TASKS, ShellTask
 
 CHECK_HEADER = "import os\nimport stat\nimport subprocess\nimport sys\nfrom pathlib import Path\n"
 

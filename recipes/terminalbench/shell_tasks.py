@@ -49,7 +49,7 @@ def _tar_gz(members: dict[str, str]) -> bytes:
 
 NAMES = ["Ada", "Alan", "Barbara", "Claude", "Donald", "Edsger", "Grace", "John", "Ken", "Linus", "Margaret", "Niklaus"]
 CITIES = ["Oslo", "Lima", "Kyoto", "Accra", "Quito", "Perth", "Turin", "Hanoi"]
-WORDS = "the quick brown fox jumps over the lazy dog while the cat sleeps near the warm fire".split()
+WORDS = ["the", "quick", "brown", "fox", "jumps", "over", "the", "lazy", "dog", "while", "the", "cat", "sleeps", "near", "the", "warm", "fire"]
 
 TASKS: list[ShellTask] = []
 

@@ -14,6 +14,7 @@ import pytest
 
 from gyre.envs import Mount, Sandbox, SandboxError
 from gyre.envs.cgroup import PidsCgroup
+
 from .helpers import HAVE_CGROUP, needs_bwrap, processes_with
 
 
@@ -152,7 +153,9 @@ def test_timeout_kills_everything(kind: str, tmp_path: Path, marker: str) -> Non
 
 
 def test_background_jobs_do_not_outlive_the_command(kind: str, tmp_path: Path, marker: str) -> None:
-    result = Sandbox(kind=kind, timeout=30).run(f"(setsid sleep 300 {marker} &); sleep 301 {marker} & echo started", tmp_path)
+    result = Sandbox(kind=kind, timeout=30).run(
+        f"(setsid sleep 300 {marker} &); sleep 301 {marker} & echo started", tmp_path
+    )
     assert result.returncode == 0 and result.stdout == "started\n"
     assert result.duration < 15
     assert processes_with(marker) == []
@@ -160,7 +163,9 @@ def test_background_jobs_do_not_outlive_the_command(kind: str, tmp_path: Path, m
 
 @pytest.mark.skipif(not HAVE_CGROUP, reason="a real unbounded fork bomb is run only where a pids cgroup binds it")
 def test_real_fork_bomb_stopped(kind: str, tmp_path: Path, marker: str) -> None:
-    result = Sandbox(kind=kind, max_processes=64, timeout=20).run(f":(){{ :|:& }};: ; sleep 2; echo after # {marker}", tmp_path)
+    result = Sandbox(kind=kind, max_processes=64, timeout=20).run(
+        f":(){{ :|:& }};: ; sleep 2; echo after # {marker}", tmp_path
+    )
     assert result.limit == "max_processes"
     assert result.duration < 19
     assert processes_with(marker) == []

@@ -43,7 +43,11 @@ class LoadResult:
         kept = []
         for task in self.tasks:
             if task.id in seen:
-                self.add_error(TaskFormatError(task.origin, "id", f"duplicate task id {task.id!r} (first in {seen[task.id].origin})"))
+                self.add_error(
+                    TaskFormatError(
+                        task.origin, "id", f"duplicate task id {task.id!r} (first in {seen[task.id].origin})"
+                    )
+                )
                 continue
             seen[task.id] = task
             kept.append(task)
@@ -56,11 +60,20 @@ class LoadResult:
         return {task.id: task for task in self.tasks}
 
 
-_TYPE_NAMES = {str: "a string", int: "an integer", float: "a number", bool: "a boolean", list: "a list", dict: "an object"}
+_TYPE_NAMES = {
+    str: "a string",
+    int: "an integer",
+    float: "a number",
+    bool: "a boolean",
+    list: "a list",
+    dict: "an object",
+}
 
 
 def _type_name(types: type | tuple[type, ...]) -> str:
     options = types if isinstance(types, tuple) else (types,)
+    if set(options) == {int, float}:
+        return "a number"
     return " or ".join(_TYPE_NAMES.get(t, t.__name__) for t in options)
 
 
@@ -71,7 +84,9 @@ def require(row: Mapping[str, Any], name: str, types: type | tuple[type, ...], w
     return check_type(row[name], name, types, where)
 
 
-def optional(row: Mapping[str, Any], name: str, types: type | tuple[type, ...], where: str | Path, default: Any = None) -> Any:
+def optional(
+    row: Mapping[str, Any], name: str, types: type | tuple[type, ...], where: str | Path, default: Any = None
+) -> Any:
     if name not in row or row[name] is None:
         return default
     return check_type(row[name], name, types, where)
@@ -161,10 +176,13 @@ def iter_rows(path: Path) -> Iterator[tuple[str, dict[str, Any] | TaskFormatErro
 
 def _parquet_rows(path: Path) -> Iterator[dict[str, Any]]:
     try:
-        import datasets  # noqa: PLC0415  (optional and heavy: only for parquet)
+        import datasets
     except ImportError as exc:
-        raise TaskFormatError(path, "<file>", "reading .parquet needs the `datasets` package (pip install datasets); "
-                              "or convert the file to .jsonl") from exc
+        raise TaskFormatError(
+            path,
+            "<file>",
+            "reading .parquet needs the `datasets` package (pip install datasets); or convert the file to .jsonl",
+        ) from exc
     try:
         table = datasets.Dataset.from_parquet(str(path))
     except Exception as exc:  # pyarrow raises its own types for corrupt files

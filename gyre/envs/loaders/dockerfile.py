@@ -17,7 +17,21 @@ import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
-IGNORED = {"FROM", "LABEL", "MAINTAINER", "CMD", "ENTRYPOINT", "EXPOSE", "USER", "SHELL", "ARG", "STOPSIGNAL", "HEALTHCHECK", "VOLUME", "ONBUILD"}
+IGNORED = {
+    "FROM",
+    "LABEL",
+    "MAINTAINER",
+    "CMD",
+    "ENTRYPOINT",
+    "EXPOSE",
+    "USER",
+    "SHELL",
+    "ARG",
+    "STOPSIGNAL",
+    "HEALTHCHECK",
+    "VOLUME",
+    "ONBUILD",
+}
 
 
 @dataclass

@@ -47,12 +47,22 @@ def load_nl2repo(
     if not root.is_dir():
         result.add_error(TaskFormatError(root, "<path>", "is not a folder"))
         return result
-    folders = [root] if is_task_folder(root) else sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
+    folders = (
+        [root]
+        if is_task_folder(root)
+        else sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
+    )
     for folder in folders:
         try:
             result.tasks.append(
-                load_task(folder, tests_root=tests_root, agent_timeout=agent_timeout, test_timeout=test_timeout,
-                          skip_install=skip_install, env=env)
+                load_task(
+                    folder,
+                    tests_root=tests_root,
+                    agent_timeout=agent_timeout,
+                    test_timeout=test_timeout,
+                    skip_install=skip_install,
+                    env=env,
+                )
             )
         except TaskFormatError as exc:
             result.add_error(exc)
@@ -79,7 +89,9 @@ def load_task(
     try:
         count = int(count_text)
     except ValueError as exc:
-        raise TaskFormatError(folder / "test_case_count.txt", "test_case_count", f"not an integer: {count_text[:40]!r}") from exc
+        raise TaskFormatError(
+            folder / "test_case_count.txt", "test_case_count", f"not an integer: {count_text[:40]!r}"
+        ) from exc
     if count <= 0:
         raise TaskFormatError(folder / "test_case_count.txt", "test_case_count", f"must be > 0, got {count}")
     commands = _string_list(folder / "test_commands.json", "test_commands")
@@ -93,7 +105,9 @@ def load_task(
         except ValueError as exc:
             raise TaskFormatError(folder / "test_files.json", "test_files", str(exc)) from exc
         if not (hidden / rel).exists():
-            raise TaskFormatError(folder / "test_files.json", "test_files", f"hidden test path {rel!r} not found under {hidden}")
+            raise TaskFormatError(
+                folder / "test_files.json", "test_files", f"hidden test path {rel!r} not found under {hidden}"
+            )
     reference = folder / "reference"
     return Task(
         id=folder.name,

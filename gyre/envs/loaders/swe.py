@@ -79,7 +79,9 @@ def load_swe(
 
 
 class _RowLoader:
-    def __init__(self, repos: Path, mirror: Path, agent_timeout: float, test_timeout: float, test_cmd: str, env: dict[str, str]) -> None:
+    def __init__(
+        self, repos: Path, mirror: Path, agent_timeout: float, test_timeout: float, test_cmd: str, env: dict[str, str]
+    ) -> None:
         self.repos, self.mirror = repos, mirror
         self.agent_timeout, self.test_timeout = agent_timeout, test_timeout
         self.test_cmd, self.env = test_cmd, env
@@ -141,7 +143,9 @@ class _RowLoader:
         if instance_id is None:
             tag = commit[:12] or optional(row, "docker_image", str, where, "")
             if not tag:
-                raise TaskFormatError(where, "instance_id", "missing, and no commit_hash or docker_image to name the task by")
+                raise TaskFormatError(
+                    where, "instance_id", "missing, and no commit_hash or docker_image to name the task by"
+                )
             instance_id = safe_id(f"{repo_name}__{tag}")
         tests_dir = self.repos / f"{instance_id}.r2e_tests"
         if not tests_dir.is_dir():
@@ -169,7 +173,9 @@ class _RowLoader:
             meta={"repo": repo_name, "base_commit": commit, "format": "r2e-gym"},
         )
 
-    def source(self, instance_id: str, repo: str, commit: str, where: str, repo_field: str) -> TarballSource | GitMirrorSource:
+    def source(
+        self, instance_id: str, repo: str, commit: str, where: str, repo_field: str
+    ) -> TarballSource | GitMirrorSource:
         for suffix in TARBALL_SUFFIXES:
             tarball = self.repos / f"{safe_id(instance_id)}{suffix}"
             if tarball.is_file():

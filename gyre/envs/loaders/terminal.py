@@ -57,7 +57,11 @@ def load_terminal(path: str | Path, *, env: dict[str, str] | None = None) -> Loa
     if not root.is_dir():
         result.add_error(TaskFormatError(root, "<path>", "is not a folder"))
         return result
-    folders = [root] if is_task_folder(root) else sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
+    folders = (
+        [root]
+        if is_task_folder(root)
+        else sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
+    )
     for folder in folders:
         try:
             if (folder / "task.toml").is_file():
@@ -79,8 +83,11 @@ def _workspace(folder: Path, dockerfile: Path, workspace_dir: Path) -> tuple[Doc
     if workspace_dir.is_dir():
         copies.append((str(workspace_dir), "."))
     if plan_.unsupported:
-        log.warning("%s: Dockerfile lines Gyre does not run (the host system is used instead): %s",
-                    dockerfile, "; ".join(plan_.unsupported)[:500])
+        log.warning(
+            "%s: Dockerfile lines Gyre does not run (the host system is used instead): %s",
+            dockerfile,
+            "; ".join(plan_.unsupported)[:500],
+        )
     return plan_, CopySource(tuple(copies))
 
 
@@ -95,7 +102,9 @@ def load_tb_task(folder: Path, *, env: dict[str, str] | None = None) -> Task:
     instruction = _tb_instruction(config, config_path)
     parser_name = optional(config, "parser_name", str, config_path, "pytest")
     if parser_name not in SUPPORTED_PARSERS:
-        raise TaskFormatError(config_path, "parser_name", f"{parser_name!r} is not supported (supported: {SUPPORTED_PARSERS})")
+        raise TaskFormatError(
+            config_path, "parser_name", f"{parser_name!r} is not supported (supported: {SUPPORTED_PARSERS})"
+        )
     agent_timeout = positive_number(config, "max_agent_timeout_sec", config_path, TB_AGENT_TIMEOUT)
     test_timeout = positive_number(config, "max_test_timeout_sec", config_path, TB_TEST_TIMEOUT)
     run_tests = folder / "run-tests.sh"

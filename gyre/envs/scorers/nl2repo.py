@@ -30,8 +30,18 @@ if TYPE_CHECKING:
 
 # Packaging, configuration and test scaffolding the agent may have written at the top of the workspace.
 AGENT_FILES = (
-    "setup.py", "setup.cfg", "pyproject.toml", "pytest.ini", "tox.ini", "conftest.py", "poetry.lock",
-    "MANIFEST.in", "environment.yml", "conda-env.yaml", "requirements*.txt", "Pipfile*",
+    "setup.py",
+    "setup.cfg",
+    "pyproject.toml",
+    "pytest.ini",
+    "tox.ini",
+    "conftest.py",
+    "poetry.lock",
+    "MANIFEST.in",
+    "environment.yml",
+    "conda-env.yaml",
+    "requirements*.txt",
+    "Pipfile*",
 )
 AGENT_TEST_DIRS = ("tests", "test")
 _INSTALL = re.compile(r"^\s*(?:python3?\s+-m\s+)?pip3?\s+install\b")

@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from gyre.envs.scorers.base import LOG_TAIL_CHARS, apply_patch, run_tests, runner_missing
 from gyre.envs.errors import EvaluationError
 from gyre.envs.sandbox import Mount, Sandbox
+from gyre.envs.scorers.base import LOG_TAIL_CHARS, apply_patch, run_tests, runner_missing
 from gyre.envs.task import Score
 from gyre.envs.testlog import PASSING, parse_pytest, parse_r2e, r2e_match
 from gyre.envs.workspace import patch_paths, place_file, place_tree, remove_path

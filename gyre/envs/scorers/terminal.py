@@ -58,7 +58,9 @@ class TerminalBenchScorer:
             shutil.rmtree(staging, ignore_errors=True)
         statuses = parse_pytest(result.output)
         if not statuses and runner_missing(result):
-            raise EvaluationError(task.id, "crash", "run-tests.sh could not start its runner", result.tail(LOG_TAIL_CHARS))
+            raise EvaluationError(
+                task.id, "crash", "run-tests.sh could not start its runner", result.tail(LOG_TAIL_CHARS)
+            )
         passed = sum(status in PASSING for status in statuses.values())
         resolved = bool(statuses) and passed == len(statuses)
         detail: dict[str, Any] = {
