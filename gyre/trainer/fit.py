@@ -66,6 +66,7 @@ class Driver:
         self.step_started: float | None = None
         self.last_step_end = time.perf_counter()
         self._wake = asyncio.Event()
+        self.validations: set[asyncio.Future] = set()
         self.idle_seconds: dict[str, float] = defaultdict(float)
         self.role_seconds: dict[str, float] = defaultdict(float)
 
@@ -167,6 +168,8 @@ class Driver:
         self.tracker.log(metrics, step=self.steps_done)
         if self.cfg.timeline_every and self.steps_done % self.cfg.timeline_every == 0:
             self.plot_timeline()
+        if self.cfg.val_every and self.val_tasks and self.steps_done % self.cfg.val_every == 0:
+            self.validations.add(asyncio.ensure_future(self.validate(self.steps_done)))
         self.training = None
 
     def _step_metrics(self, executions: list[Execution], staleness: list[int]) -> dict[str, Any]:
@@ -217,6 +220,21 @@ class Driver:
         metrics["switch/count"] = len(switches)
         metrics["cells"] = len(self.cluster.ids)
         metrics["scheduler"] = self.policy.name
+        return metrics
+
+    async def validate(self, step: int) -> dict[str, float]:
+        """Every held-out task once with the current weights (not trained on); logged as val/*."""
+        futures = [self.pool.submit(task, group=f"val-{step}", sample_index=0) for task in self.val_tasks]
+        executions = [e for e in await asyncio.gather(*futures) if not e.reward_detail.get("unscorable", False)]
+        metrics: dict[str, float] = {}
+        by_domain: dict[str, list[float]] = defaultdict(list)
+        for e in executions:
+            by_domain[e.domain or "unknown"].append(e.reward)
+        for domain, values in by_domain.items():
+            metrics[f"val/pass_rate/{domain}"] = float(np.mean(np.asarray(values) >= 1.0))
+            metrics[f"val/score/{domain}"] = float(np.mean(values))
+        metrics["val/policy_version"] = step
+        self.tracker.log(metrics, step=max(step, self.steps_done))
         return metrics
 
     # Idle accounting --------------------------------------------------------------------------------
@@ -292,6 +310,7 @@ class Driver:
             last = now
             if self.training is not None and self.training.done():
                 self.training.result()  # re-raise a failed step
+        await asyncio.gather(*self.validations)  # a requested validation is part of the run
         for future in list(self.running):
             future.cancel()
         await asyncio.gather(*self.running, return_exceptions=True)
