@@ -20,7 +20,8 @@ setup(
     include_package_data=True,
     install_requires=requirements(),
     extras_require={
-        "test": ["pytest>=8", "pytest-timeout>=2.3", "openai>=1.50", "anthropic>=0.40"],
+        "test": ["pytest>=8", "pytest-timeout>=2.3", "anthropic>=0.40", "mini-swe-agent>=2.4"],
+        "harnesses": ["mini-swe-agent>=2.4"],
         "gpu": ["vllm>=0.11", "flash-attn>=2.7"],
     },
 )

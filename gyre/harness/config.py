@@ -57,34 +57,11 @@ class CodexOptions:
 
 
 @dataclass
-class HarnessConfig:
-    """Which harness runs the agent (``name``) and the settings every model-backed harness shares."""
-
-    name: str = "reference"
-    model_name: str = "gyre"
-    max_turns: int = 30
-    max_tokens: int = 64
-    temperature: float | None = None
-    reference: ReferenceOptions = field(default_factory=ReferenceOptions)
-    mini_swe_agent: MiniSweAgentOptions = field(default_factory=MiniSweAgentOptions)
-    claude_code: ClaudeCodeOptions = field(default_factory=ClaudeCodeOptions)
-    codex: CodexOptions = field(default_factory=CodexOptions)
-
-    def __post_init__(self) -> None:
-        if self.name not in HARNESS_NAMES:
-            raise ValueError(f"harness.name must be one of {HARNESS_NAMES}, got {self.name!r}")
-        for key in ("max_turns", "max_tokens"):
-            if getattr(self, key) < 1:
-                raise ValueError(f"harness.{key} must be >= 1, got {getattr(self, key)}")
-
-    @classmethod
-    def from_mapping(cls, data: Mapping[str, Any] | None) -> HarnessConfig:
-        return build(cls, data or {}, "harness")
-
-
-@dataclass
 class ExecutionConfig:
-    """Limits and bookkeeping of one execution (the same for every execution of a run)."""
+    """Limits and bookkeeping of one execution (the same for every execution of a run).
+
+    ``run_dir`` and ``eval_retries`` are not set in the harness yaml: the run's folder and
+    ``env.eval_retries`` fill them (`gyre.harness.make_pool`)."""
 
     run_dir: str = "runs/executions"  # each execution gets <run_dir>/<execution id>/{workspace,control,harness.log}
     time_limit_s: float | None = None  # None: the task's own agent_timeout
@@ -116,11 +93,49 @@ class ExecutionConfig:
         return build(cls, data or {}, "execution")
 
 
+@dataclass
+class HarnessConfig:
+    """Which harness runs the agent (``name``), the settings every model-backed harness shares, the
+    execution limits and the pool's concurrency."""
+
+    name: str = "reference"
+    model_name: str = "gyre"
+    max_turns: int = 30
+    max_tokens: int = 64
+    temperature: float | None = None
+    concurrency: int = 32
+    score_concurrency: int | None = None
+    progress: bool = True
+    execution: ExecutionConfig = field(default_factory=ExecutionConfig)
+    reference: ReferenceOptions = field(default_factory=ReferenceOptions)
+    mini_swe_agent: MiniSweAgentOptions = field(default_factory=MiniSweAgentOptions)
+    claude_code: ClaudeCodeOptions = field(default_factory=ClaudeCodeOptions)
+    codex: CodexOptions = field(default_factory=CodexOptions)
+
+    def __post_init__(self) -> None:
+        if self.name not in HARNESS_NAMES:
+            raise ValueError(f"harness.name must be one of {HARNESS_NAMES}, got {self.name!r}")
+        for key in ("max_turns", "max_tokens", "concurrency"):
+            if getattr(self, key) < 1:
+                raise ValueError(f"harness.{key} must be >= 1, got {getattr(self, key)}")
+        if self.score_concurrency is not None and self.score_concurrency < 1:
+            raise ValueError(f"harness.score_concurrency must be >= 1 or null, got {self.score_concurrency}")
+
+    @classmethod
+    def from_mapping(cls, data: Mapping[str, Any] | None) -> HarnessConfig:
+        data = dict(data or {})
+        for key in ("run_dir", "eval_retries"):
+            if key in (data.get("execution") or {}):
+                where = "the run's folder" if key == "run_dir" else "env.eval_retries"
+                raise ValueError(f"harness.execution.{key}: not set here; it comes from {where}")
+        return build(cls, data, "harness")
+
+
 def build(cls: type[T], data: Mapping[str, Any], where: str) -> T:
     """Instantiate dataclass ``cls`` from ``data``, recursing into dataclass-typed fields; unknown keys
     raise with their dotted path."""
     if not isinstance(data, Mapping):
-        raise ValueError(f"{where}: expected a mapping, got {type(data).__name__}")
+        raise TypeError(f"{where}: expected a mapping, got {type(data).__name__}")
     hints = typing.get_type_hints(cls)
     known = {f.name: f for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
     unknown = sorted(set(data) - set(known))

@@ -11,7 +11,7 @@ called from a worker thread (`asyncio.to_thread`), never from the server's own l
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from gyre.protocol import CallRecord
 
@@ -31,9 +31,13 @@ class ModelEndpoint(Protocol):
         """Calls recorded so far for an open execution (0 once closed or unknown)."""
         ...
 
+    def revoke(self, key: str) -> None:
+        """Make the key stop working as soon as possible, without blocking (the caller is an event loop)."""
+        ...
+
     def close(self, key: str, execution_id: str) -> list[CallRecord]:
-        """Close the key (later calls get 401), wait for calls still in flight to be recorded, and
-        return every record of the execution."""
+        """Close the key (later calls get 401; fine if revoked already), wait for calls still in flight
+        to be recorded, and return every record of the execution."""
         ...
 
 
@@ -46,37 +50,57 @@ class ProxyEndpoint:
         self.openai_base_url = server.openai_base_url
         self.anthropic_base_url = server.anthropic_base_url
         self.settle_timeout_s = settle_timeout_s
+        self._open: dict[str, Any] = {}  # execution id -> the proxy's execution state (outlives a revoke)
 
     def open(self, execution_id: str) -> str:
         async def _open() -> str:
-            return self.proxy.open_execution(execution_id)
+            key = self.proxy.open_execution(execution_id)
+            self._open[execution_id] = self.proxy.executions.by_id(execution_id)
+            return key
 
         return self.server.call(_open())
 
     def calls(self, execution_id: str) -> int:
-        execution = self.proxy.executions.by_id(execution_id)
+        execution = self._open.get(execution_id)
         return execution.calls if execution is not None else 0
 
+    def revoke(self, key: str) -> None:
+        if self.server.loop is not None:
+            self.server.loop.call_soon_threadsafe(self._close_quietly, key)
+
     def close(self, key: str, execution_id: str) -> list[CallRecord]:
-        execution = self.proxy.executions.by_id(execution_id)
+        execution = self._open.pop(execution_id, None)
 
         async def _close() -> None:
-            self.proxy.close_execution(key)
+            self._close_quietly(key)
 
         self.server.call(_close())
         if execution is not None:
             self._settle(execution, execution_id)
         return self.proxy.records(execution_id)
 
-    def _settle(self, execution: object, execution_id: str) -> None:
-        """A harness killed mid-call leaves its call running in the proxy; that call is still recorded
-        (a valid sample of the policy), so wait until nothing is in flight and the log holds every
-        counted call. ``inflight`` drops before the record is written and ``calls`` rises after, so the
-        two conditions together cover the whole window."""
+    def _close_quietly(self, key: str) -> None:
+        try:
+            self.proxy.close_execution(key)
+        except KeyError:  # revoked already
+            pass
+
+    def _settle(self, execution: Any, execution_id: str) -> None:
+        """Wait for calls still in flight to land in the log (bounded by ``settle_timeout_s``).
+
+        A harness killed mid-call leaves that call running in the proxy; it is still recorded (a valid
+        sample of the policy, and nothing recorded may be lost). The proxy lowers ``inflight`` just
+        before it writes the record, so a short second look covers that gap in practice; an exact
+        answer needs the proxy to say when an execution is fully drained (asked for in the report).
+        """
         deadline = time.monotonic() + self.settle_timeout_s
+
+        def drained() -> bool:
+            return execution.inflight == 0 and len(self.proxy.records(execution_id)) >= execution.calls
+
         while time.monotonic() < deadline:
-            if getattr(execution, "inflight", 0) == 0 and len(self.proxy.records(execution_id)) >= getattr(execution, "calls", 0):
-                time.sleep(0.05)  # the gap between inflight -= 1 and the record's write
-                if getattr(execution, "inflight", 0) == 0 and len(self.proxy.records(execution_id)) >= getattr(execution, "calls", 0):
+            if drained():
+                time.sleep(0.05)
+                if drained():
                     return
             time.sleep(0.05)

@@ -117,7 +117,7 @@ class ReferenceHarness:
         return Command(argv, env, ro_paths=(GYRE_PACKAGE,))
 
     def status(self, returncode: int) -> ReturnStatus:
-        from gyre.harness.reference import EXIT_FINISHED, EXIT_MAX_TURNS  # noqa: PLC0415
+        from gyre.harness.reference import EXIT_FINISHED, EXIT_MAX_TURNS
 
         return "finished" if returncode in (EXIT_FINISHED, EXIT_MAX_TURNS) else "crashed"
 
@@ -204,7 +204,10 @@ class ClaudeCodeHarness(_ExitZero):
 
 class CodexHarness(_ExitZero):
     """Codex CLI (npm ``@openai/codex``) ``exec`` mode against the proxy's Responses API, configured by
-    a generated ``config.toml`` in a private ``CODEX_HOME``."""
+    a generated ``config.toml`` in a private ``CODEX_HOME``.
+
+    Codex (0.171) sends no output-token limit, so ``max_tokens`` does not reach it: bound generation
+    with the proxy's ``max_tokens_cap`` instead (else a call may run to the end of the context)."""
 
     name = "codex"
     uses_model = True
@@ -218,7 +221,6 @@ class CodexHarness(_ExitZero):
             f"model_provider = {_toml(opts.provider)}",
             'approval_policy = "never"',  # nobody is there to approve
             'sandbox_mode = "danger-full-access"',  # Gyre's sandbox is the isolation; codex's own cannot nest
-            f"model_max_output_tokens = {cfg.max_tokens}",
             "",
             f"[model_providers.{opts.provider}]",
             f"name = {_toml(opts.provider)}",

@@ -130,7 +130,7 @@ class Model:
     """The OpenAI chat endpoint, one ``chat`` per model call, with the agent role in a header."""
 
     def __init__(self, settings: Settings, stats: Stats) -> None:
-        import openai  # noqa: PLC0415  (imported here so --help and usage errors stay instant)
+        import openai  # here, so --help and usage errors stay instant
 
         self._openai = openai
         self.settings = settings
