@@ -32,6 +32,8 @@ class ReferenceOptions:
     max_output_chars: int = 8_000
     request_timeout_s: float = 600.0
     api_retries: int = 2
+    tool_delay_mu: float | None = None  # simulated tool seconds per turn ~ log-normal(mu, sigma); None: off
+    tool_delay_sigma: float = 1.0
 
 
 @dataclass

@@ -32,7 +32,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
 import sys
+import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -100,6 +102,10 @@ class Settings:
     max_output_chars: int = 8_000
     request_timeout_s: float = 600.0
     api_retries: int = 2
+    # Simulated tool time before each main turn, log-normal(mu, sigma) seconds (None: none). Benchmarks
+    # use it to give executions the heavy-tailed durations of real agent runs.
+    tool_delay_mu: float | None = None
+    tool_delay_sigma: float = 1.0
 
 
 @dataclass
@@ -222,8 +228,11 @@ class Agent:
             task += f"\n\nA helper explored the repository and reported:\n{report}"
         self.task_message = {"role": "user", "content": task}
         conversation = Conversation([{"role": "system", "content": MAIN_SYSTEM}, self.task_message])
+        delays = random.Random(f"{self.workspace}|{self.instruction}")
         for _ in range(self.settings.max_turns):
             self.stats.turns += 1
+            if self.settings.tool_delay_mu is not None:
+                time.sleep(delays.lognormvariate(self.settings.tool_delay_mu, self.settings.tool_delay_sigma))
             if self.should_compact(conversation):
                 conversation = self.compact(conversation)
             try:
@@ -348,6 +357,8 @@ def parse_args(argv: list[str] | None = None) -> tuple[str, Path, Settings]:
     parser.add_argument("--max-output-chars", type=int, default=defaults.max_output_chars, help="tool output kept per call")
     parser.add_argument("--request-timeout", type=float, default=defaults.request_timeout_s, help="seconds per model call")
     parser.add_argument("--api-retries", type=int, default=defaults.api_retries, help="SDK retries on 429/5xx/connection errors")
+    parser.add_argument("--tool-delay-mu", type=float, default=None, help="log-normal mu of simulated tool seconds per turn")
+    parser.add_argument("--tool-delay-sigma", type=float, default=defaults.tool_delay_sigma, help="log-normal sigma of it")
     args = parser.parse_args(argv)
     for name in ("max_turns", "max_tokens", "context_chars", "sub_max_turns", "max_output_chars"):
         if getattr(args, name) < 1:
@@ -380,6 +391,8 @@ def parse_args(argv: list[str] | None = None) -> tuple[str, Path, Settings]:
         max_output_chars=args.max_output_chars,
         request_timeout_s=args.request_timeout,
         api_retries=args.api_retries,
+        tool_delay_mu=args.tool_delay_mu,
+        tool_delay_sigma=args.tool_delay_sigma,
     )
     return instruction, args.workspace.absolute(), settings
 

@@ -1,0 +1,114 @@
+"""Colocate vs async vs elastic on the same workload and the same cells, side by side in one run.
+
+    python benchmarks/schedulers.py --out schedulers.json
+
+Each policy runs the real main job (``python -m gyre.main``: Ray cells, proxy, reference harness, the
+tiny model, the built-in DeepSWE-format tasks) in its own process with identical settings. Execution time
+is made heavy-tailed by a simulated tool time before every agent turn drawn from a log-normal, as long
+agent runs are. Reported per policy: time per step, cell idle fraction, executions per hour, role-switch
+times; and the speedups of elastic over each baseline.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+POLICIES = ("colocate", "async", "elastic")
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--steps", type=int, default=4, help="training steps per policy")
+    parser.add_argument("--cells", type=int, default=4)
+    parser.add_argument("--batch-size", type=int, default=8, help="executions per step")
+    parser.add_argument("--group-size", type=int, default=4)
+    parser.add_argument("--max-turns", type=int, default=4, help="agent turns per execution")
+    parser.add_argument("--delay-mu", type=float, default=0.0, help="log-normal mu of tool seconds per turn")
+    parser.add_argument("--delay-sigma", type=float, default=1.2, help="log-normal sigma (the tail)")
+    parser.add_argument("--max-staleness", type=int, default=1)
+    parser.add_argument("--rollout-cells", type=int, default=2, help="async: fixed rollout cells")
+    parser.add_argument("--policies", nargs="+", default=list(POLICIES), choices=POLICIES)
+    parser.add_argument("--keep", type=str, default=None, help="keep each run's folder under this path")
+    parser.add_argument("--out", type=str, default=None, help="write a flat JSON object here")
+    return parser.parse_args()
+
+
+def run_policy(policy: str, args: argparse.Namespace, root: Path) -> dict[str, float]:
+    run_dir = root / policy
+    overrides = [
+        "+recipe=deepswe", f"run_dir={run_dir}", f"scheduler={policy}", f"trainer.total_steps={args.steps}",
+        f"cluster.cells={args.cells}", f"scheduler.batch_size={args.batch_size}",
+        f"trainer.group_size={args.group_size}", f"harness.max_turns={args.max_turns}",
+        f"harness.reference.tool_delay_mu={args.delay_mu}", f"harness.reference.tool_delay_sigma={args.delay_sigma}",
+        f"scheduler.max_staleness={0 if policy == 'colocate' else args.max_staleness}",
+        f"scheduler.rollout_cells={args.rollout_cells}", "harness.progress=false", "tracking.backends=[jsonl]",
+        "trainer.save_every=0",
+    ]
+    started = time.perf_counter()
+    done = subprocess.run([sys.executable, "-m", "gyre.main", *overrides], capture_output=True, text=True,
+                          env={**os.environ, "RAY_AUTH_MODE": "disabled"})
+    wall = time.perf_counter() - started
+    if done.returncode != 0:
+        raise RuntimeError(f"{policy} run failed:\n{done.stderr[-4000:]}")
+    records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    steps = [r for r in records if "step_time_s" in r]
+    # The first step also pays for start-up (Ray, engines) and an empty pipeline; steady state is the rest.
+    steady = steps[1:] or steps
+    finished = sum(r.get("executions/finished_since_last_step", 0) for r in steps)
+    span = steps[-1]["time"] - (steps[0]["time"] - steps[0]["step_time_s"])
+    last = steps[-1]
+    return {
+        "step_time": sum(r["step_time_s"] for r in steady) / len(steady),
+        "wall_s": wall,
+        "idle_fraction": last.get("idle_fraction", float("nan")),
+        "executions_per_hour": 3600.0 * finished / span if span > 0 else float("nan"),
+        "rollout_to_train_s": last.get("switch/rollout_to_train_s", float("nan")),
+        "train_to_rollout_s": last.get("switch/train_to_rollout_s", float("nan")),
+        "switches": last.get("switch/count", 0),
+        "staleness_mean": sum(r.get("staleness/mean", 0.0) for r in steps) / len(steps),
+    }
+
+
+def main() -> dict[str, float]:
+    args = parse_args()
+    console = Console()
+    root = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="gyre-schedulers-"))
+    results = {}
+    for policy in args.policies:
+        console.print(f"[bold]running {policy}[/bold] ({args.steps} steps, {args.cells} cells)")
+        results[policy] = run_policy(policy, args, root)
+    table = Table(title="schedulers on the same workload (tiny model, CPU)")
+    table.add_column("metric")
+    for policy in args.policies:
+        table.add_column(policy, justify="right")
+    for key in next(iter(results.values())):
+        table.add_row(key, *[f"{results[p][key]:.4g}" for p in args.policies])
+    console.print(table)
+    flat: dict[str, float] = {}
+    for policy, values in results.items():
+        for key, value in values.items():
+            flat[f"{key}_{policy}"] = value
+    if "elastic" in results:
+        for baseline in ("colocate", "async"):
+            if baseline in results:
+                flat[f"speedup_vs_{baseline}"] = results[baseline]["step_time"] / results["elastic"]["step_time"]
+                console.print(f"elastic vs {baseline}: {flat[f'speedup_vs_{baseline}']:.3f}x (time per step)")
+    flat.update({"steps": args.steps, "cells": args.cells, "batch_size": args.batch_size,
+                 "delay_mu": args.delay_mu, "delay_sigma": args.delay_sigma})
+    if args.out:
+        Path(args.out).write_text(json.dumps(flat, indent=2))
+    return flat
+
+
+if __name__ == "__main__":
+    main()
