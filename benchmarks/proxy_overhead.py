@@ -8,7 +8,7 @@ milliseconds per request at hundreds of connections, which would be charged to t
 fsync). Rounds of the two alternate, side by side in one run, so machine load drifts hit both.
 The added latency at a percentile is ``proxy percentile - direct percentile``.
 
-    python benchmarks/proxy_overhead.py --out results.json [--calls 200] [--new-tokens 4]
+    python benchmarks/proxy_overhead.py --out results.json [--calls 300] [--rounds-256 6] [--new-tokens 4]
 
 ``--out`` writes a flat JSON object with ``p50_added_ms_1``, ``p50_added_ms_256``, ``p99_added_ms_256``
 (and the underlying percentiles).
@@ -57,6 +57,12 @@ def start_proxy(sessions: int, new_tokens: int, run_dir: str) -> tuple[subproces
         raise RuntimeError(f"gyre.serve did not start (base={base!r}, {len(keys)} keys)")
     threading.Thread(target=process.stdout.read, daemon=True).start()  # keep the pipe from filling up
     return process, base, keys
+
+
+def process_cpu_s(pid: int) -> float:
+    """User + system CPU seconds of a process, all threads (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 async def direct_round(engine, prompt_ids: list[int], sessions: int, calls: int, new_tokens: int) -> list[float]:
@@ -115,9 +121,14 @@ async def measure(sessions: int, calls: int, rounds: int, new_tokens: int, run_d
         async with aiohttp.ClientSession(base_url=base.removesuffix("v1"), connector=connector) as client:
             await direct_round(engine, prompt_ids, sessions, 1, new_tokens)  # warm-up both
             await proxy_round(client, keys, sessions, 1, new_tokens)
-            for _ in range(rounds):
+            direct_cpu = proxy_cpu = 0.0
+            for _ in range(rounds):  # alternate, so load drifts on a shared machine hit both sides alike
+                start = time.process_time()
                 direct += await direct_round(engine, prompt_ids, sessions, calls, new_tokens)
+                direct_cpu += time.process_time() - start
+                start = process_cpu_s(process.pid)
                 proxied += await proxy_round(client, keys, sessions, calls, new_tokens)
+                proxy_cpu += process_cpu_s(process.pid) - start
     finally:
         process.terminate()
         process.wait(30)
@@ -130,6 +141,9 @@ async def measure(sessions: int, calls: int, rounds: int, new_tokens: int, run_d
         f"proxy_p99_ms_{sessions}": float(np.percentile(p, 99)),
         f"calls_{sessions}": float(len(p)),
     }
+    # CPU per call: the direct side's process (engine) vs the server process (engine + proxy).
+    out[f"direct_cpu_ms_per_call_{sessions}"] = direct_cpu * 1e3 / len(d)
+    out[f"server_cpu_ms_per_call_{sessions}"] = proxy_cpu * 1e3 / len(p)
     out[f"p50_added_ms_{sessions}"] = out[f"proxy_p50_ms_{sessions}"] - out[f"direct_p50_ms_{sessions}"]
     out[f"p99_added_ms_{sessions}"] = out[f"proxy_p99_ms_{sessions}"] - out[f"direct_p99_ms_{sessions}"]
     return out
@@ -138,15 +152,14 @@ async def measure(sessions: int, calls: int, rounds: int, new_tokens: int, run_d
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out", help="write the results as flat JSON here")
-    parser.add_argument("--calls", type=int, default=200, help="sequential calls per session at concurrency 1")
-    parser.add_argument("--calls-256", type=int, default=4, help="sequential calls per session at concurrency 256")
-    parser.add_argument("--rounds", type=int, default=3, help="alternating direct/proxy rounds per concurrency")
+    parser.add_argument("--calls", type=int, default=300, help="calls per side at concurrency 1 (alternating one by one)")
+    parser.add_argument("--rounds-256", type=int, default=6, help="alternating rounds of 256 concurrent calls per side")
     parser.add_argument("--new-tokens", type=int, default=4, help="tokens generated per call (greedy)")
     args = parser.parse_args()
     results: dict[str, float] = {"new_tokens": float(args.new_tokens)}
     with tempfile.TemporaryDirectory() as run_dir:
-        for sessions, calls in ((1, args.calls // args.rounds), (256, args.calls_256)):
-            results.update(asyncio.run(measure(sessions, max(1, calls), args.rounds, args.new_tokens, run_dir)))
+        for sessions, rounds in ((1, args.calls), (256, args.rounds_256)):
+            results.update(asyncio.run(measure(sessions, 1, rounds, args.new_tokens, run_dir)))
             print(f"measured {sessions} session(s)", file=sys.stderr, flush=True)
     print(f"{'sessions':>8} {'direct p50':>11} {'proxy p50':>10} {'added p50':>10} {'direct p99':>11} {'proxy p99':>10} {'added p99':>10}  (ms)")
     for sessions in (1, 256):
@@ -155,6 +168,9 @@ def main() -> None:
             f"{sessions:>8} {r['direct_p50_ms']:>11.2f} {r['proxy_p50_ms']:>10.2f} {r['p50_added_ms']:>10.2f} "
             f"{r['direct_p99_ms']:>11.2f} {r['proxy_p99_ms']:>10.2f} {r['p99_added_ms']:>10.2f}"
         )
+    print("CPU per call (ms): " + ", ".join(
+        f"{n} sessions: direct {results[f'direct_cpu_ms_per_call_{n}']:.2f}, server {results[f'server_cpu_ms_per_call_{n}']:.2f}" for n in (1, 256)
+    ))
     if args.out:
         Path(args.out).write_text(json.dumps(results, indent=2, sort_keys=True))
 

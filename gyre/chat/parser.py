@@ -53,8 +53,15 @@ def parse_tool_call(body: str) -> ParsedCall | None:
     return ParsedCall(name=name, arguments=json.dumps(arguments, ensure_ascii=False))
 
 
-def split_reasoning(text: str) -> tuple[str, str]:
-    """(reasoning, rest). Only a closed think block at the start counts; an unclosed one stays content."""
+def split_reasoning(text: str, *, think_opened: bool = False) -> tuple[str, str]:
+    """(reasoning, rest). A closed think block at the start counts; an unclosed one stays content. With
+    ``think_opened`` (the generation prompt itself ended with ``<think>``, as Qwen3-style templates do)
+    the model writes only the block's end, so the text up to ``</think>`` is the reasoning."""
+    if think_opened:
+        end = text.find(THINK_CLOSE)
+        if end >= 0:
+            return text[:end].strip("\n"), text[end + len(THINK_CLOSE) :].lstrip("\n")
+        return "", text
     stripped = text.lstrip()
     if not stripped.startswith(THINK_OPEN):
         return "", text
@@ -65,14 +72,15 @@ def split_reasoning(text: str) -> tuple[str, str]:
     return reasoning, stripped[end + len(THINK_CLOSE) :].lstrip("\n")
 
 
-def parse_output(text: str, *, parse_tools: bool = True) -> ParsedOutput:
+def parse_output(text: str, *, parse_tools: bool = True, think_opened: bool = False) -> ParsedOutput:
     """Split ``text`` (a generated turn without its end-of-turn token).
 
-    With ``parse_tools=False`` (``tool_choice: none``, or no tools offered) tool-call blocks stay text.
+    With ``parse_tools=False`` (``tool_choice: none``, or no tools offered) tool-call blocks stay text;
+    ``think_opened`` says the prompt ended inside an opened think block (see ``split_reasoning``).
     With tool calls present the content is the remaining text stripped of the whitespace that joined it to
     the calls; without any it is returned exactly.
     """
-    reasoning, rest = split_reasoning(text)
+    reasoning, rest = split_reasoning(text, think_opened=think_opened)
     if not parse_tools or "<tool_call>" not in rest:
         return ParsedOutput(content=rest, reasoning=reasoning)
     calls: list[ParsedCall] = []

@@ -1,11 +1,13 @@
 """Anthropic ``POST /v1/messages`` and ``POST /v1/messages/count_tokens`` (what Claude Code calls).
 
-Conversion: ``system`` (a string or text blocks) is the system message; user ``tool_result`` blocks
+Conversion: ``system`` (a string or text blocks) is the system message; a ``system`` role message in
+``messages`` (Claude Code sends these) becomes a user turn (templates allow a system turn only first),
+or the system message when there is none before it; user ``tool_result`` blocks
 become tool messages (in order, text blocks around them become user turns); assistant ``thinking``
 blocks are the turn's reasoning, ``text`` its content, ``tool_use`` its tool calls (input re-serialised
 as JSON; matched to our calls by id). ``cache_control``, ``metadata``, ``thinking`` settings,
 ``context_management``, ``output_config``, ``service_tier`` and other unknown fields are accepted and
-ignored; ``?beta=true`` too. Server tools (a tool with a ``type`` other than ``custom``, e.g. web search)
+ignored; ``?beta=true`` too. An integer ``seed`` (not part of Anthropic's API) seeds sampling. Server tools (a tool with a ``type`` other than ``custom``, e.g. web search)
 are not offered to the policy. Images/documents are refused (the served model reads text), as are
 ``top_k`` (the engine samples without it) and an assistant prefill as the last message.
 
@@ -96,8 +98,12 @@ def parse_messages(raw_messages: list[Any], system: str) -> tuple[Message, ...]:
         raw = as_dict(raw, where)
         role = raw.get("role")
         content = raw.get("content")
+        if role == "system":  # Claude Code sends some context as system messages mid-conversation
+            text = text_of(content, f"{where}.content")
+            messages.append(Message("system", text) if not messages else Message("user", text))
+            continue
         if role not in ("user", "assistant"):
-            raise bad_request(f"{where}.role: expected 'user' or 'assistant', got {role!r:.40}", f"{where}.role")
+            raise bad_request(f"{where}.role: expected 'user', 'assistant' or 'system', got {role!r:.40}", f"{where}.role")
         if isinstance(content, str):
             messages.append(Message(role, content))
             continue
@@ -198,6 +204,7 @@ class Messages:
             temperature=get_float(body, "temperature", minimum=0.0, maximum=1.0),
             top_p=get_float(body, "top_p", minimum=0.0, maximum=1.0),
             stop=tuple(stop),
+            seed=get_int(body, "seed"),  # a Gyre extension (not in Anthropic's API) for reproducible runs
             tool_id_prefix="toolu_",
         )
         conversation = parse_conversation(body)

@@ -120,6 +120,7 @@ class Routes:
         api = self.apis[name]
         call, flags = api.prepare(execution, body, request.headers.get(AGENT_HEADER))
         if flags["stream"]:
+            await proxy.admit(call)  # backpressure as an HTTP status, before the stream starts
             return StreamingResponse(api.stream(call, flags), media_type="text/event-stream", headers=SSE_HEADERS)
         run = asyncio.ensure_future(proxy.run(call))
         gone = asyncio.ensure_future(disconnected(request))
@@ -129,6 +130,8 @@ class Routes:
             gone.cancel()
             if not run.done():  # the client left: cancelling the call makes the engine abort it
                 run.cancel()
+                # cancel() only requests it: wait until the call has really stopped before looking at it
+                await asyncio.wait({run})
         if run.cancelled():
             return Response(status_code=499)  # nobody is listening; nothing was recorded
         return json_response(api.response(call, run.result(), flags))

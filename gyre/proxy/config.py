@@ -22,6 +22,7 @@ class ProxyConfig:
     context_window: int | None = None
     default_max_tokens: int | None = None
     max_tokens_cap: int | None = None
+    max_output_tokens: int = 1_048_576
     default_temperature: float = 1.0
     history_calls: int = 64
     summary_pattern: str | None = DEFAULT_SUMMARY_PATTERN
@@ -41,6 +42,7 @@ class ProxyConfig:
             "context_window": self.context_window is None or self.context_window >= 2,
             "default_max_tokens": self.default_max_tokens is None or self.default_max_tokens >= 1,
             "max_tokens_cap": self.max_tokens_cap is None or self.max_tokens_cap >= 1,
+            "max_output_tokens": self.max_output_tokens >= 1,
             "default_temperature": self.default_temperature >= 0,
             "history_calls": self.history_calls >= 1,
             "stream_chunk_chars": self.stream_chunk_chars >= 1,

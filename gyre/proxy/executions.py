@@ -22,13 +22,14 @@ class Execution:
     key: str
     builder: PromptBuilder
     roles: AgentClassifier
-    calls: int = 0
-    inflight: int = 0
+    calls: int = 0  # calls recorded so far
+    inflight: int = 0  # calls started and not yet recorded or failed
     _seq: itertools.count = field(default_factory=itertools.count)
+    _tag: str = field(default_factory=lambda: secrets.token_hex(3))
 
     def next_call_id(self) -> str:
-        """Unique, ordered within the execution, and unique across re-opens of the same id."""
-        return f"{self.execution_id}:{next(self._seq):05d}-{secrets.token_hex(3)}"
+        """Ordered within the execution; the per-open tag keeps ids unique across re-opens of the same id."""
+        return f"{self.execution_id}:{self._tag}-{next(self._seq):05d}"
 
 
 class ExecutionRegistry:

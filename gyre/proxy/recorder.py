@@ -1,12 +1,10 @@
 """Durable per-execution call logs: ``<run_dir>/records/<execution_id>.jsonl``, one CallRecord per line.
 
-A call's record is written and flushed to the OS before its response goes back to the harness, so a
-driver crash never loses a call the harness saw; it is fsync'd right after, or before the response too
-with ``fsync_before_response`` (then it also survives a machine crash, for ~0.5 ms more per call).
-One writer thread does the serialisation and file I/O so the event loop never blocks on a disk; it
-commits whatever has queued up in one pass (group commit: one flush and one fsync per touched file per
-pass), which keeps the cost per call small under hundreds of concurrent sessions. Records are handed
-over as objects and must not be mutated afterwards.
+A call's record is written to the OS before its response goes back to the harness, so a driver crash
+never loses a call the harness saw; it is fsync'd right after by a writer thread (group commit: one
+fsync per touched file per pass, which keeps the cost small under hundreds of concurrent sessions), or
+before the response too with ``fsync_before_response`` (then it also survives a machine crash, for
+~0.5 ms more per call). Records are handed over as objects and must not be mutated afterwards.
 """
 
 from __future__ import annotations
@@ -21,7 +19,6 @@ from collections import OrderedDict
 from concurrent.futures import Future
 from dataclasses import fields
 from pathlib import Path
-from typing import IO
 
 from gyre.protocol import CallRecord
 
@@ -44,7 +41,15 @@ def encode(record: CallRecord) -> str:
 
 
 class RecordWriter:
-    """Appends records durably from a background thread; ``write`` resolves once the line is on disk."""
+    """Appends records durably; ``write`` resolves once the record's line is in the OS (or on disk).
+
+    Files are opened ``O_APPEND`` and each record is one ``os.write`` of its whole line, so writes from
+    the event loop and from the writer thread never interleave. Small records (the common case) are
+    written on the caller's thread (tens of microseconds; no thread round trip on the call path); large
+    ones (long prompts: megabytes of JSON) and every fsync go to the writer thread.
+    """
+
+    INLINE_TOKENS = 16_384  # records with fewer prompt + response tokens are written inline
 
     def __init__(
         self,
@@ -59,8 +64,9 @@ class RecordWriter:
         self.fsync = fsync
         self.fsync_before_response = fsync_before_response and fsync
         self.max_open_files = max_open_files
-        self._queue: queue.Queue[tuple[str, CallRecord, Future[None]] | None] = queue.Queue()
-        self._files: OrderedDict[str, IO[str]] = OrderedDict()
+        self._queue: queue.Queue[tuple[str, str, CallRecord | None, Future[None] | None] | None] = queue.Queue()
+        self._fds: OrderedDict[str, int] = OrderedDict()
+        self._lock = threading.Lock()  # guards the fd table and each write
         self._thread = threading.Thread(target=self._run, name="gyre-record-writer", daemon=True)
         self._closed = False
         self.written = 0
@@ -70,15 +76,34 @@ class RecordWriter:
         return self.folder / f"{check_execution_id(execution_id)}.jsonl"
 
     def submit(self, record: CallRecord) -> Future[None]:
-        """Queue ``record``; the returned future completes when it is durable (or fails with the I/O error)."""
+        """Write ``record``; the returned future completes when it is in the OS (with
+        ``fsync_before_response``: on disk), or fails with the error."""
         if self._closed:
             raise RuntimeError("the record writer is closed")
+        execution_id = check_execution_id(record.execution_id)
         future: Future[None] = Future()
-        self._queue.put((check_execution_id(record.execution_id), record, future))
+        if len(record.prompt_ids) + len(record.response_ids) >= self.INLINE_TOKENS:
+            self._queue.put(("write", execution_id, record, future))
+            return future
+        try:
+            self._append(execution_id, encode(record))
+        except (OSError, TypeError, ValueError) as error:
+            future.set_exception(error)
+            return future
+        if self.fsync_before_response:
+            self._queue.put(("sync", execution_id, None, future))
+        else:
+            future.set_result(None)
+            if self.fsync:
+                self._queue.put(("sync", execution_id, None, None))
         return future
 
     async def write(self, record: CallRecord) -> None:
-        await asyncio.wrap_future(self.submit(record))
+        future = self.submit(record)
+        if not future.done():
+            await asyncio.wrap_future(future)
+        else:
+            future.result()
 
     def read(self, execution_id: str) -> list[CallRecord]:
         """Every record of ``execution_id`` on disk, in completion order (a torn last line is skipped)."""
@@ -93,24 +118,49 @@ class RecordWriter:
         return records
 
     def close(self) -> None:
-        """Write what is queued, then stop the thread and close the files."""
+        """Write and sync what is queued, then stop the thread and close the files."""
         if self._closed:
             return
         self._closed = True
         self._queue.put(None)
         self._thread.join()
+        with self._lock:
+            for fd in self._fds.values():
+                os.close(fd)
+            self._fds.clear()
 
-    def _handle(self, execution_id: str) -> IO[str]:
-        handle = self._files.get(execution_id)
-        if handle is None:
-            handle = (self.folder / f"{execution_id}.jsonl").open("a", encoding="utf-8")
-            self._files[execution_id] = handle
-            while len(self._files) > self.max_open_files:
-                _, old = self._files.popitem(last=False)
-                old.close()
-        else:
-            self._files.move_to_end(execution_id)
-        return handle
+    def _append(self, execution_id: str, line: str) -> None:
+        data = (line + "\n").encode()
+        with self._lock:
+            fd = self._fds.get(execution_id)
+            if fd is None:
+                fd = os.open(self.folder / f"{execution_id}.jsonl", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+                self._fds[execution_id] = fd
+                while len(self._fds) > self.max_open_files:
+                    _, old = self._fds.popitem(last=False)
+                    os.close(old)  # its data is in the OS; the writer thread's queued fsync skips it
+            else:
+                self._fds.move_to_end(execution_id)
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+            self.written += 1
+
+    def _sync(self, execution_id: str) -> None:
+        """fsync the execution's file without holding the lock (inline writes must not wait for a disk):
+        a duplicate descriptor stays valid even if the table's one is evicted meanwhile."""
+        with self._lock:
+            fd = self._fds.get(execution_id)
+            fd = os.dup(fd) if fd is not None else None
+        if fd is None:  # evicted: reopen to sync what was written
+            path = self.folder / f"{execution_id}.jsonl"
+            if not path.exists():
+                return
+            fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
 
     def _run(self) -> None:
         stopping = False
@@ -124,47 +174,38 @@ class RecordWriter:
             items = [item for item in batch if item is not None]
             stopping = len(items) != len(batch)
             self._commit(items)
-        for handle in self._files.values():
-            handle.close()
-        self._files.clear()
 
-    def _commit(self, items: list[tuple[str, CallRecord, Future[None]]]) -> None:
-        touched: dict[str, list[Future[None]]] = {}
+    def _commit(self, items: list[tuple[str, str, CallRecord | None, Future[None] | None]]) -> None:
+        """Write the queued large records, then fsync every touched file once (group commit)."""
+        waiting: dict[str, list[Future[None]]] = {}
         failed: dict[str, BaseException] = {}
-        for execution_id, record, future in items:
-            touched.setdefault(execution_id, []).append(future)
-            if execution_id in failed:
-                continue
-            try:
-                self._handle(execution_id).write(encode(record) + "\n")
-            except (OSError, TypeError, ValueError) as error:
-                failed[execution_id] = error
-        for execution_id, futures in touched.items():  # flushed: in the OS, safe if this process dies
-            error = failed.get(execution_id)
-            if error is None:
+        for kind, execution_id, record, future in items:
+            if kind == "write" and record is not None and execution_id not in failed:
                 try:
-                    self._handle(execution_id).flush()
-                    self.written += len(futures)
+                    self._append(execution_id, encode(record))
+                except (OSError, TypeError, ValueError) as error:
+                    failed[execution_id] = error
+            if future is None:
+                waiting.setdefault(execution_id, [])
+            elif kind == "write" and not self.fsync_before_response:
+                self._resolve([future], failed.get(execution_id))
+                waiting.setdefault(execution_id, [])
+            else:
+                waiting.setdefault(execution_id, []).append(future)
+        for execution_id, futures in waiting.items():
+            error = failed.get(execution_id)
+            if error is None and self.fsync:
+                try:
+                    self._sync(execution_id)
                 except OSError as exc:
-                    failed[execution_id] = error = exc
-            if error is not None or not self.fsync_before_response:
-                self._resolve(futures, error)
-        if not self.fsync:
-            return
-        for execution_id, futures in touched.items():  # fsync'd: safe if the machine dies
-            if execution_id in failed:
-                continue
-            error = None
-            try:
-                os.fsync(self._handle(execution_id).fileno())
-            except OSError as exc:
-                error = exc
-            if self.fsync_before_response:
-                self._resolve(futures, error)
+                    error = exc
+            self._resolve(futures, error)
 
     @staticmethod
     def _resolve(futures: list[Future[None]], error: BaseException | None) -> None:
         for future in futures:
+            if future.done():
+                continue
             if error is None:
                 future.set_result(None)
             else:

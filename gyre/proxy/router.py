@@ -214,6 +214,14 @@ class Router:
                 continue
             return RoutedGeneration(generation, cell.cell_id, session_id, queue_s, reroutes)
 
+    async def admit(self, execution_id: str) -> str:
+        """Wait (bounded) until the execution's cell has room, without taking the slot; its cell id.
+
+        Streaming responses call this before sending their headers, so that backpressure reaches the
+        client as an HTTP 429/529 it can retry rather than as an error event inside a started stream.
+        """
+        return (await self._acquire(execution_id)).cell_id
+
     async def _acquire(self, execution_id: str) -> Cell:
         """The cell for this execution's next call, once it has room; ``OverloadedError`` after the timeout."""
         loop = asyncio.get_running_loop()

@@ -5,11 +5,14 @@ to a ``Conversation`` + ``GenOptions`` and the ``CallResult`` back. A call is sp
 all validation (400s) happens before a streaming response starts: ``prepare_*`` (synchronous: role,
 prompt plan, token budget) and ``run`` (route, generate, record, remember for later extensions).
 
-Token budget (``max_tokens``): a request asking for more than the whole context window is refused (400);
-one that fits the window but not the room left after its prompt is served with the room left (finish
-``length`` if reached) and the record's ``meta.max_tokens`` says so; ``proxy.max_tokens_cap`` bounds
-every call the same way (for evaluation on slow hardware; off by default). A prompt that leaves no room
-is refused with "prompt is too long" (the phrase harnesses such as Claude Code react to by compacting).
+Token budget (``max_tokens``): a request asking for more than ``proxy.max_output_tokens`` (an absurd
+budget) is refused (400). Otherwise the call generates at most the smallest of: the request's budget,
+the room left in the context after its prompt, and ``proxy.max_tokens_cap`` (off by default; for
+evaluation on slow hardware); finish is ``length`` if reached and the record's ``meta.max_tokens`` says
+which bound applied. Harnesses ask for budgets sized for their own vendor's models (Claude Code asks
+for 32-64k), so a budget above the served model's window is served, not refused. A prompt that leaves
+no room is refused with "prompt is too long" (the phrase harnesses such as Claude Code react to by
+compacting).
 """
 
 from __future__ import annotations
@@ -178,10 +181,9 @@ class Proxy:
                 f"prompt is too long: {prompt_tokens} tokens > {window - 1} maximum (the context window is {window} tokens)",
                 "messages",
             )
-        if window is not None and requested is not None and requested > window:
-            raise bad_request(
-                f"{param}: {requested} is more than the model's whole context window ({window} tokens)", param
-            )
+        limit = self.config.max_output_tokens
+        if requested is not None and requested > limit:
+            raise bad_request(f"{param}: {requested} is more than this proxy serves per call ({limit}, proxy.max_output_tokens)", param)
         room = window - prompt_tokens if window is not None else None
         wanted = requested if requested is not None else self.config.default_max_tokens
         limits = {"requested": wanted, "context": room, "cap": self.config.max_tokens_cap}
@@ -194,10 +196,28 @@ class Proxy:
 
     # ------------------------------------------------------------------ step 2: run
 
+    async def admit(self, call: PreparedCall) -> None:
+        """Wait for room on the call's cell (bounded); a 429/529 ``ProxyError`` if none came."""
+        try:
+            await self.router.admit(call.execution.execution_id)
+        except OverloadedError as error:
+            raise ProxyError("overloaded", str(error), retry_after_s=error.retry_after_s) from error
+
     async def run(self, call: PreparedCall) -> CallResult:
-        """Generate, parse, record durably, and remember the turn for later extensions."""
+        """Generate, parse, record durably, and remember the turn for later extensions.
+
+        ``execution.inflight`` covers the whole call, record included: once it is 0 every call of the
+        execution has been recorded (``execution.calls`` counts them) or has failed.
+        """
         execution = call.execution
         execution.inflight += 1
+        try:
+            return await self._run(call)
+        finally:
+            execution.inflight -= 1
+
+    async def _run(self, call: PreparedCall) -> CallResult:
+        execution = call.execution
         try:
             routed = await self.router.generate(execution.execution_id, call.session_id, call.prompt_ids, call.sampling)
         except OverloadedError as error:
@@ -206,8 +226,6 @@ class Proxy:
             raise bad_request(f"prompt is too long: {error}", "messages") from error
         except SamplingError as error:
             raise bad_request(str(error)) from error
-        finally:
-            execution.inflight -= 1
         generation = routed.generation
         if generation.finish_reason == "abort":
             raise ProxyError("unavailable", "the rollout engine aborted the call (cell stopped serving); retry", retry_after_s=self.config.retry_after_s)
@@ -220,7 +238,7 @@ class Proxy:
         if cut is not None:
             keep, text, stop_sequence = cut
             ids, logprobs, stopped = ids[:keep], logprobs[:keep], False
-        assistant, finish = self._turn(call, text, stopped, stop_sequence, generation.finish_reason)
+        assistant, finish = self._turn(call, text, stop_sequence, generation.finish_reason)
         done = time.perf_counter()
         record = CallRecord(
             execution_id=execution.execution_id,
@@ -252,12 +270,17 @@ class Proxy:
             call.call_id, record, text, assistant, finish, stop_sequence, len(call.prompt_ids), len(ids), generation.cached_tokens
         )
 
-    def _turn(self, call: PreparedCall, text: str, stopped: bool, stop_sequence: str | None, engine_finish: str) -> tuple[Message, str]:
+    def _turn(self, call: PreparedCall, text: str, stop_sequence: str | None, engine_finish: str) -> tuple[Message, str]:
+        """The assistant message the client gets (parsed, tool calls given ids) and the finish reason."""
         if call.plan is None:
             assistant = Message("assistant", text)
             calls: tuple[ToolCall, ...] = ()
         else:
-            parsed = parse_output(text, parse_tools=call.options.parse_tools and bool(call.plan.conversation.tools))
+            parsed = parse_output(
+                text,
+                parse_tools=call.options.parse_tools and bool(call.plan.conversation.tools),
+                think_opened=call.plan.prompt_text.rstrip().endswith("<think>"),
+            )
             calls = tuple(
                 ToolCall(f"{call.options.tool_id_prefix}{secrets.token_hex(12)}", c.name, c.arguments) for c in parsed.tool_calls
             )

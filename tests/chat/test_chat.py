@@ -174,6 +174,12 @@ def test_malformed_call_next_to_a_valid_one_is_kept() -> None:
     assert [c.name for c in out.tool_calls] == ["bash"] and out.content == bad
 
 
+def test_think_opened_by_the_prompt_ends_at_its_closing_tag() -> None:
+    out = parse_output("\nweighing options\n</think>\n\nDone.", think_opened=True)
+    assert (out.reasoning, out.content) == ("weighing options", "Done.")
+    assert parse_output("stray </think> token").content == "stray </think> token"  # only when opened
+
+
 def test_tool_parsing_can_be_turned_off_and_unclosed_think_is_content() -> None:
     text = '<tool_call>\n{"name": "bash", "arguments": {}}\n</tool_call>'
     assert parse_output(text, parse_tools=False).content == text
@@ -197,3 +203,24 @@ def test_agent_roles() -> None:
 def test_template_errors_name_the_problem(template: ChatTemplate) -> None:
     with pytest.raises(ValueError, match="system message is only allowed first"):
         Conversation((Message("user", "a"), Message("system", "b")))
+
+
+def test_direct_rendering_matches_apply_chat_template(template: ChatTemplate) -> None:
+    """The fast path renders exactly what transformers' apply_chat_template renders."""
+    conversation = Conversation(
+        (
+            Message("system", "sys"),
+            Message("user", "hi"),
+            Message("assistant", "ok", "thinking it over", (ToolCall("c1", "bash", '{"cmd": "ls"}'),)),
+            Message("tool", "a b", tool_call_id="c1"),
+            Message("user", "thanks"),
+        ),
+        (BASH,),
+    )
+    expected = template.tokenizer.apply_chat_template(
+        [m.to_template() for m in conversation.messages],
+        tools=[t.to_template() for t in conversation.tools],
+        tokenize=False,
+        add_generation_prompt=True,
+    )
+    assert template.render_prompt(conversation) == expected

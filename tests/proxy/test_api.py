@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 
 import anthropic
@@ -60,6 +61,7 @@ def test_chat_streaming_matches_record(openai_client, proxy, execution) -> None:
         model="m",
         messages=[{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Count."}],
         max_tokens=12,
+        seed=2,
         stream=True,
         stream_options={"include_usage": True},
     )
@@ -81,7 +83,7 @@ def test_multi_turn_chat_is_one_growing_path(openai_client, proxy, execution) ->
         messages.append({"role": "user", "content": f"Continue {turn}."})
     records = proxy.records(execution[0])
     assert len(records) == 3
-    for earlier, later in zip(records, records[1:]):
+    for earlier, later in itertools.pairwise(records):
         assert_extends(earlier, later)
 
 
@@ -97,14 +99,14 @@ def test_tool_call_round_trip(openai_client, proxy, execution) -> None:
         },
         {"role": "tool", "tool_call_id": "call_1", "content": "a.py\nb.py"},
     ]
-    first = openai_client.chat.completions.create(model="m", messages=messages, tools=[BASH_OPENAI], tool_choice="auto", max_tokens=8)
+    first = openai_client.chat.completions.create(model="m", messages=messages, tools=[BASH_OPENAI], tool_choice="auto", max_tokens=8, seed=8)
     (record,) = proxy.records(execution[0])
     prompt = proxy.template.decode(record.prompt_ids)
     assert '<tool_call>\n{"name": "bash", "arguments": {"command": "ls"}}\n</tool_call>' in prompt
     assert "<tool_response>\na.py\nb.py\n</tool_response>" in prompt
     assert '"name": "bash"' in prompt.split("<tools>\n")[1]  # the tool schema is in the system turn
     messages += [first.choices[0].message.model_dump(exclude_none=True), {"role": "user", "content": "And now?"}]
-    openai_client.chat.completions.create(model="m", messages=messages, tools=[BASH_OPENAI], max_tokens=8)
+    openai_client.chat.completions.create(model="m", messages=messages, tools=[BASH_OPENAI], max_tokens=8, seed=9)
     first_record, second_record = proxy.records(execution[0])
     assert_extends(first_record, second_record)
 
@@ -116,7 +118,7 @@ def test_logprobs_are_the_recorded_ones(openai_client, proxy, execution) -> None
 
 
 def test_stop_sequence_cuts_text_and_record(openai_client, proxy, execution) -> None:
-    ask = dict(model="m", messages=[{"role": "user", "content": "Talk."}], max_tokens=16, temperature=1, seed=7)
+    ask = {"model": "m", "messages": [{"role": "user", "content": "Talk."}], "max_tokens": 16, "temperature": 1, "seed": 7}
     full = openai_client.chat.completions.create(**ask).choices[0].message.content
     stop = full[len(full) // 2 : len(full) // 2 + 2]
     if len(full) < 6 or not stop.strip():
@@ -137,7 +139,8 @@ def test_completions_text_and_token_prompts(openai_client, proxy, execution) -> 
     assert second.prompt_ids == [5, 6, 7, 8]
     assert text.choices[0].text == text_of_record(proxy, first)
     assert ids.choices[0].logprobs.token_logprobs == pytest.approx(second.response_logprobs)
-    streamed = "".join(c.choices[0].text for c in openai_client.completions.create(model="m", prompt="x", max_tokens=5, stream=True) if c.choices)
+    chunks = openai_client.completions.create(model="m", prompt="x", max_tokens=5, stream=True)
+    streamed = "".join(c.choices[0].text for c in chunks if c.choices)
     assert streamed == text_of_record(proxy, proxy.records(execution[0])[-1])
 
 
@@ -150,7 +153,9 @@ def test_responses_api_with_function_call_history(openai_client, proxy, executio
         {"type": "function_call", "call_id": "call_9", "name": "bash", "arguments": '{"command": "ls"}'},
         {"type": "function_call_output", "call_id": "call_9", "output": "README.md"},
     ]
-    reply = openai_client.responses.create(model="codex", instructions="You are Codex.", input=history, tools=tools, max_output_tokens=8, store=False)
+    reply = openai_client.responses.create(
+        model="codex", instructions="You are Codex.", input=history, tools=tools, max_output_tokens=8, store=False, extra_body={"seed": 3}
+    )
     assert reply.status in ("completed", "incomplete") and reply.usage.output_tokens >= 1
     (record,) = proxy.records(execution[0])
     prompt = proxy.template.decode(record.prompt_ids)
@@ -161,7 +166,7 @@ def test_responses_api_with_function_call_history(openai_client, proxy, executio
     events = list(
         openai_client.responses.create(
             model="codex", instructions="You are Codex.", input=history + [item.model_dump(exclude_none=True) for item in reply.output] + [{"role": "user", "content": "More."}],
-            tools=tools, max_output_tokens=8, stream=True,
+            tools=tools, max_output_tokens=8, stream=True, extra_body={"seed": 4},
         )
     )
     kinds = [e.type for e in events]
@@ -190,7 +195,7 @@ def test_messages_api_with_tools_thinking_and_streaming(anthropic_client, proxy,
         },
         {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "main.py"}, {"type": "text", "text": "Go on."}]},
     ]
-    extra = {"context_management": {"edits": []}, "output_config": {"effort": "low"}, "some_future_field": 1}
+    extra = {"context_management": {"edits": []}, "output_config": {"effort": "low"}, "some_future_field": 1, "seed": 5}
     reply = anthropic_client.messages.create(
         model="claude-sonnet-4-5", max_tokens=8, system=system, messages=messages, tools=[BASH_ANTHROPIC],
         thinking={"type": "enabled", "budget_tokens": 1024}, metadata={"user_id": "u"}, extra_body=extra,
@@ -205,7 +210,9 @@ def test_messages_api_with_tools_thinking_and_streaming(anthropic_client, proxy,
     assert usage.input_tokens + usage.cache_read_input_tokens == len(record.prompt_ids)
 
     messages += [{"role": "assistant", "content": [b.model_dump(exclude_none=True) for b in reply.content]}, {"role": "user", "content": "Next."}]
-    with anthropic_client.messages.stream(model="claude-haiku", max_tokens=8, system=system, messages=messages, tools=[BASH_ANTHROPIC]) as stream:
+    with anthropic_client.messages.stream(
+        model="claude-haiku", max_tokens=8, system=system, messages=messages, tools=[BASH_ANTHROPIC], extra_body={"seed": 6}
+    ) as stream:
         events = list(stream)
         final = stream.get_final_message()
     kinds = [e.type for e in events]
@@ -220,7 +227,7 @@ def test_messages_api_with_tools_thinking_and_streaming(anthropic_client, proxy,
 
 
 def test_count_tokens_matches_the_recorded_prompt(anthropic_client, proxy, execution) -> None:
-    body = dict(model="claude", system="S.", messages=[{"role": "user", "content": "Hello there."}], tools=[BASH_ANTHROPIC])
+    body = {"model": "claude", "system": "S.", "messages": [{"role": "user", "content": "Hello there."}], "tools": [BASH_ANTHROPIC]}
     counted = anthropic_client.messages.count_tokens(**body)
     anthropic_client.messages.create(max_tokens=4, **body)
     (record,) = proxy.records(execution[0])

@@ -84,13 +84,13 @@ def test_draining_cells_take_no_new_executions() -> None:
     asyncio.run(run())
 
 
-def test_backpressure_returns_429_and_529_with_retry_after(server, proxy, execution, tuned) -> None:
+def test_backpressure_returns_429_and_529_with_retry_after(server, proxy, execution, tuned, engines) -> None:
     """One slot per cell and a short queue: a second concurrent call of the execution is refused."""
     router = proxy.router
     tuned(router, queue_timeout_s=0.3)
     for cell in router.cells.values():
         tuned(cell, capacity=1)
-    long = {"model": "m", "messages": [{"role": "user", "content": "go"}], "max_tokens": 3000}
+    long = {"model": "m", "messages": [{"role": "user", "content": "go"}], "max_tokens": 3000, "temperature": 0}  # greedy: never stops early
     headers = {"authorization": f"Bearer {execution[1]}"}
 
     async def run() -> tuple[httpx.Response, httpx.Response, httpx.Response]:
@@ -101,6 +101,8 @@ def test_backpressure_returns_429_and_529_with_retry_after(server, proxy, execut
             second = await client.post("/v1/chat/completions", json=long, headers=headers)
             body = {"model": "c", "max_tokens": 5, "messages": [{"role": "user", "content": "x"}]}
             third = await client.post("/v1/messages", json=body, headers={"x-api-key": execution[1]})
+            streamed = await client.post("/v1/messages", json={**body, "stream": True}, headers={"x-api-key": execution[1]})
+            assert streamed.status_code == 529 and streamed.headers["retry-after"] == "1"  # refused before the stream
             first.cancel()
             with contextlib.suppress(asyncio.CancelledError, httpx.HTTPError):
                 await first
@@ -111,8 +113,9 @@ def test_backpressure_returns_429_and_529_with_retry_after(server, proxy, execut
     assert second.json()["error"]["code"] == "rate_limit_exceeded" and "capacity" in second.json()["error"]["message"]
     assert third.status_code == 529 and third.json()["error"]["type"] == "overloaded_error"
     deadline = time.time() + 10
-    while any(c.inflight for c in router.cells.values()) and time.time() < deadline:
+    while any(e.stats()["running"] + e.stats()["waiting"] for e in engines) and time.time() < deadline:
         time.sleep(0.02)  # the cancelled client's call is aborted by the engine
+    assert not any(e.stats()["running"] for e in engines)
 
 
 def test_drain_moves_sessions_mid_generation(server, proxy, engines) -> None:
@@ -121,7 +124,8 @@ def test_drain_moves_sessions_mid_generation(server, proxy, engines) -> None:
     router = proxy.router
     keys = {f"drain-{i}": proxy.open_execution(f"drain-{i}") for i in range(20)}
     before = [dict(e.stats()) for e in engines]
-    body = {"model": "m", "messages": [{"role": "user", "content": "Write a long story."}], "max_tokens": 300, "temperature": 1.0}
+    # Greedy: this prompt's greedy continuation never hits EOS, so every call is still running at the drain.
+    body = {"model": "m", "messages": [{"role": "user", "content": "Write a long story."}], "max_tokens": 300, "temperature": 0}
     report: Any = None
     placed_before: dict[str, str | None] = {}
 
@@ -133,13 +137,14 @@ def test_drain_moves_sessions_mid_generation(server, proxy, engines) -> None:
                 name: asyncio.ensure_future(client.post("/v1/chat/completions", json=body, headers={"authorization": f"Bearer {key}"}))
                 for name, key in keys.items()
             }
-            deadline = time.time() + 60
+            deadline = time.time() + 30
             while time.time() < deadline:  # all 20 in flight and decoding
                 inflight = sum(c.inflight for c in router.cells.values())
                 generated = sum(e.stats()["generated_tokens"] - b["generated_tokens"] for e, b in zip(engines, before))
                 if inflight == 20 and generated >= 200:
                     break
                 await asyncio.sleep(0.01)
+            assert inflight == 20 and generated >= 200, (inflight, generated)
             placed_before.update({name: router.cell_of(name) for name in keys})
             source = max(router.cells.values(), key=lambda c: c.inflight).cell_id
             report = await asyncio.to_thread(server.call, router.drain(source), 60)

@@ -52,8 +52,8 @@ def parse_sse(raw: bytes) -> list[tuple[str | None, Any]]:
 
 @pytest.fixture
 def proxy_stub():
-    from gyre.models import load_tokenizer
     from gyre.chat import ChatTemplate
+    from gyre.models import load_tokenizer
 
     return SimpleNamespace(config=SimpleNamespace(stream_chunk_chars=7), template=ChatTemplate(load_tokenizer("tiny")))
 
