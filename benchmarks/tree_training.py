@@ -32,7 +32,7 @@ from gyre.trajectory.synthetic import WorkloadSpec, synthetic_execution
 
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--executions", type=int, default=4)
+    parser.add_argument("--executions", type=int, default=2)
     parser.add_argument("--turns", type=int, default=16, help="main-agent calls per execution")
     parser.add_argument("--subagents", type=int, default=2)
     parser.add_argument("--subagent-turns", type=int, default=4)
@@ -40,10 +40,12 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--summary-every", type=int, default=0)
     parser.add_argument("--response-tokens", type=int, nargs=2, default=(16, 64))
     parser.add_argument("--tool-tokens", type=int, nargs=2, default=(32, 160))
-    parser.add_argument("--hidden", type=int, default=256, help="tiny model width for the benchmark")
-    parser.add_argument("--layers", type=int, default=4)
+    # Wide and shallow: per-token (MLP, projection) work dominates attention as in real LLMs, where
+    # hidden sizes are in the thousands; a very narrow model would make attention the whole cost.
+    parser.add_argument("--hidden", type=int, default=768, help="tiny model width for the benchmark")
+    parser.add_argument("--layers", type=int, default=2)
     parser.add_argument("--max-tokens", type=int, default=16384, help="trainer.max_tokens_per_microbatch")
-    parser.add_argument("--block-size", type=int, default=128)
+    parser.add_argument("--block-size", type=int, default=512)
     parser.add_argument("--repeats", type=int, default=3, help="timed repeats; the median is reported")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=str, default=None, help="write a flat JSON object here")
@@ -79,8 +81,8 @@ def main() -> dict[str, float]:
         "tiny",
         tiny_overrides={
             "hidden_size": args.hidden, "intermediate_size": 3 * args.hidden, "num_hidden_layers": args.layers,
-            "num_attention_heads": max(1, args.hidden // 32), "num_key_value_heads": max(1, args.hidden // 64),
-            "head_dim": 32,
+            "num_attention_heads": max(1, args.hidden // 64), "num_key_value_heads": max(1, args.hidden // 256),
+            "head_dim": 64,
         },
     )
     model.train()

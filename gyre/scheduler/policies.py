@@ -51,9 +51,12 @@ class Policy:
         return StartTrainStep(self.cfg.batch_size, drop_stale=drop)
 
     def dispatch_budget(self, state: SchedulerState) -> int:
-        """Executions the staleness bound still allows in flight: ``(max_staleness + 1)`` batches ahead of
-        training, minus what is running or ready and still trainable."""
-        limit = (self.cfg.max_staleness + 1) * self.cfg.batch_size
+        """Executions the staleness bound still allows in flight, minus what is running or ready and still
+        trainable. Between steps that is ``max_staleness + 1`` batches; while a step runs, one fewer: the
+        step will bump the version before anything dispatched now can be trained, so an execution started
+        now is already one version old when it is trained at the earliest."""
+        ahead = self.cfg.max_staleness + (0 if state.training else 1)
+        limit = ahead * self.cfg.batch_size
         budget = limit - state.running - self.trainable(state)
         if state.executions_left is not None:
             budget = min(budget, state.executions_left)
@@ -86,6 +89,10 @@ class ColocatePolicy(Policy):
 class AsyncPolicy(Policy):
     name = "async"
 
+    def __init__(self, cfg: SchedulerConfig):
+        super().__init__(cfg)
+        self._rollout: set[str] | None = None
+
     def rollout_ids(self, state: SchedulerState) -> set[str]:
         satellites = [cell for cell in state.cells if not cell.is_core and cell.role != Role.DEAD]
         count = self.cfg.rollout_cells
@@ -99,7 +106,8 @@ class AsyncPolicy(Policy):
     def decide(self, state: SchedulerState) -> list[Action]:
         if state.done:
             return []
-        rollout = self.rollout_ids(state)
+        rollout = self._rollout or self.rollout_ids(state)
+        self._rollout = rollout  # the split is fixed for the run
         actions: list[Action] = []
         for cell in state.cells:
             want = Role.ROLLOUT if cell.id in rollout else Role.TRAIN
@@ -138,10 +146,8 @@ class ElasticPolicy(Policy):
         elif not state.switching:
             actions += self.rebalance(state, satellites)
 
-        planned_rollout = state.capacity_of(Role.ROLLOUT) - sum(
-            cell.capacity for cell in state.cells
-            if any(isinstance(a, SwitchCell) and a.cell_id == cell.id and a.to == Role.TRAIN for a in actions)
-        )
+        leaving = {a.cell_id for a in actions if isinstance(a, SwitchCell) and a.to == Role.TRAIN}
+        planned_rollout = state.capacity_of(Role.ROLLOUT) - sum(c.capacity for c in state.cells if c.id in leaving)
         count = min(self.dispatch_budget(state), max(0, planned_rollout - state.running))
         if count:
             actions.append(Dispatch(count))

@@ -8,6 +8,7 @@ import asyncio
 import logging
 import os
 import random
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -22,13 +23,32 @@ from gyre.trajectory.processor import TrajectoryConfig
 
 log = logging.getLogger(__name__)
 
-LOOP_KEYS = {f for f in LoopConfig.__dataclass_fields__}
+@dataclass
+class TrainerSection:
+    """Every key of ``conf/trainer``, typed: the driver loop's, the optimiser's and the step's."""
+
+    total_steps: int
+    group_size: int
+    lr: float
+    weight_decay: float
+    max_grad_norm: float | None
+    max_tokens_per_microbatch: int
+    attention_backend: str
+    attention_block_size: int
+    save_every: int
+    resume: bool
+    val_every: int
+    val_fraction: float
+    timeline_every: int
+    poll_s: float
+    max_staleness: int
+    stale_policy: str
 
 
 def loop_config(cfg: DictConfig) -> LoopConfig:
-    trainer = to_plain(cfg.trainer)
-    known_elsewhere = {"lr", "weight_decay", "attention_backend", "attention_block_size", "val_fraction"}
-    return build(LoopConfig, {k: v for k, v in trainer.items() if k not in known_elsewhere}, "trainer", seed=cfg.seed)
+    trainer = build(TrainerSection, cfg.trainer, "trainer")
+    loop_keys = set(LoopConfig.__dataclass_fields__) - {"seed"}
+    return LoopConfig(**{k: getattr(trainer, k) for k in loop_keys}, seed=cfg.seed)
 
 
 def cluster_config(cfg: DictConfig) -> ClusterConfig:
@@ -76,7 +96,10 @@ def run(cfg: DictConfig) -> int:
     run_dir = Path(cfg.run_dir).resolve()
     run_dir.mkdir(parents=True, exist_ok=True)
     loop_cfg = loop_config(cfg)
-    scheduler_cfg = build(SchedulerConfig, cfg.scheduler, "scheduler")
+    staleness = {"max_staleness": cfg.trainer.max_staleness, "stale_policy": cfg.trainer.stale_policy}
+    if cfg.scheduler.name == "colocate":
+        staleness["max_staleness"] = 0  # colocate generates nothing ahead of training
+    scheduler_cfg = build(SchedulerConfig, cfg.scheduler, "scheduler", **staleness)
     if scheduler_cfg.batch_size % loop_cfg.group_size:
         raise ValueError(
             f"scheduler.batch_size={scheduler_cfg.batch_size} must be a multiple of trainer.group_size={loop_cfg.group_size}"

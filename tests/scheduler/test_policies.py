@@ -60,7 +60,9 @@ def test_async_keeps_a_fixed_split_and_never_stops_rollout():
     # capacity 2 rollout cells x 4 = 8; staleness bound (1 + 1) x 8 = 16 in flight
     assert p.decide(state([T, R, R, T], running=8)) == []
     assert p.decide(state([T, R, R, T], running=4, ready=8)) == [Dispatch(4), StartTrainStep(8)]
-    assert p.decide(state([T, R, R, T], running=4, ready=8, training=True)) == [Dispatch(4)]
+    # while a step runs, what is dispatched now trains one version late at best: one batch less ahead
+    assert p.decide(state([T, R, R, T], running=4, ready=8, training=True)) == []
+    assert p.decide(state([T, R, R, T], running=4, ready=0, training=True)) == [Dispatch(4)]
 
 
 def test_async_drops_or_keeps_stale_work_by_policy():
@@ -88,7 +90,7 @@ def test_elastic_core_switches_to_training_as_soon_as_a_batch_is_ready():
 
 
 def test_elastic_satellite_joins_only_while_remaining_capacity_covers_outstanding_work():
-    p = policy("elastic", max_staleness=0)  # budget: 8 in flight
+    p = policy("elastic", max_staleness=1)  # during a step: 1 batch (8) in flight
     # training; outstanding w = running 3 + budget (8 - 3 - 0) = 8; C_R = 12; C_e = 4 -> 8 <= 8: join,
     # and dispatch fills the capacity that stays: 8 - 3 running = 5
     assert p.decide(state([T, R, R, R], running=3, training=True)) == [SwitchCell("c3", T), Dispatch(5)]
@@ -97,7 +99,7 @@ def test_elastic_satellite_joins_only_while_remaining_capacity_covers_outstandin
 
 
 def test_elastic_moves_one_cell_at_a_time_and_returns_when_work_needs_it():
-    p = policy("elastic", max_staleness=0)
+    p = policy("elastic", max_staleness=1)
     # a switch is in flight: nobody else moves, dispatch continues on the serving cells
     assert p.decide(state([T, R, S, R], running=0, training=True)) == [Dispatch(8)]
     # w = 8 running > C_R = 4: bring a satellite back
@@ -108,6 +110,13 @@ def test_elastic_returns_cells_to_rollout_between_steps():
     p = policy("elastic")
     assert p.decide(state([T, R, T, T], running=2, policy_version=1)) == [
         SwitchCell("c0", R), SwitchCell("c2", R), SwitchCell("c3", R), Dispatch(2)]
+
+
+def test_staleness_zero_dispatches_nothing_while_a_step_runs():
+    # on-policy: anything started during the step would be stale by the time it could be trained
+    for name in ("async", "elastic"):
+        actions = policy(name, max_staleness=0, rollout_cells=2).decide(state([T, R, R, T], training=True))
+        assert not [a for a in actions if isinstance(a, Dispatch)], name
 
 
 def test_all_policies_stop_when_the_run_is_done():
