@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 from omegaconf import MISSING, DictConfig, OmegaConf
 from omegaconf.errors import ConfigKeyError, MissingMandatoryValue, ValidationError
@@ -49,14 +49,14 @@ class RolloutCfg:
     engines_per_cell: int = MISSING
     max_sessions: int = MISSING
     step_overhead_s: float = MISSING
-    session_context_tokens: Optional[int] = MISSING
+    session_context_tokens: int | None = MISSING
     max_context_tokens: int = MISSING
     migration_gb_s: float = MISSING
 
 
 @dataclass
 class WorkloadCfg:
-    trace: Optional[str] = MISSING
+    trace: str | None = MISSING
     calls_mean: float = MISSING
     calls_sigma: float = MISSING
     max_calls: int = MISSING
@@ -68,13 +68,13 @@ class WorkloadCfg:
     decode_tokens_sigma: float = MISSING
     tool_s_mean: float = MISSING
     tool_s_sigma: float = MISSING
-    timeout_s: Optional[float] = MISSING
+    timeout_s: float | None = MISSING
 
 
 @dataclass
 class TrainCfg:
     flops_per_param_token: float = MISSING
-    achieved_tflops_per_gpu: Optional[float] = MISSING
+    achieved_tflops_per_gpu: float | None = MISSING
     tree_token_ratio: dict[str, float] = MISSING
     weight_sync_s: float = MISSING
     step_overhead_s: float = MISSING
@@ -88,7 +88,7 @@ class SwitchCfg:
 
 @dataclass
 class OutputCfg:
-    dir: Optional[str] = MISSING
+    dir: str | None = MISSING
     json: bool = MISSING
     png: bool = MISSING
     table: bool = MISSING
@@ -102,8 +102,9 @@ class SimCfg:
     seed: int = MISSING
     cells: int = MISSING
     gpus_per_cell: int = MISSING
-    executions: Optional[int] = MISSING
+    executions: int | None = MISSING
     drain: bool = MISSING
+    decide_interval_s: float = MISSING
     model: ModelCfg = MISSING
     hardware: HardwareCfg = MISSING
     rollout: RolloutCfg = MISSING
@@ -118,13 +119,13 @@ class SchedulerSection:
     batch_size: int = MISSING
     max_staleness: int = MISSING
     stale_policy: str = MISSING
-    rollout_cells: Optional[int] = MISSING
+    rollout_cells: int | None = MISSING
     satellites_return: bool = MISSING
 
 
 @dataclass
 class TrajectorySection:
-    max_paths: Optional[int] = MISSING
+    max_paths: int | None = MISSING
 
 
 @dataclass
@@ -166,6 +167,7 @@ def check(root: RootCfg) -> None:
     _require(sim.steps >= 1, "sim.steps", f"must be >= 1, got {sim.steps}")
     _require(sim.cells >= 2, "sim.cells", f"must be >= 2 (one core and at least one satellite), got {sim.cells}")
     _require(sim.gpus_per_cell >= 1, "sim.gpus_per_cell", f"must be >= 1, got {sim.gpus_per_cell}")
+    _require(sim.decide_interval_s >= 0, "sim.decide_interval_s", f"must be >= 0, got {sim.decide_interval_s}")
     _require(sim.executions is None or sim.executions >= 1, "sim.executions", "must be >= 1 or null")
     engines = sim.rollout.engines_per_cell
     _require(engines >= 1 and sim.gpus_per_cell % engines == 0, "sim.rollout.engines_per_cell",

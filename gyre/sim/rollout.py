@@ -28,7 +28,7 @@ DONE = -2
 class ExecutionTable:
     """Column store of every dispatched execution, indexed by execution id (dispatch order)."""
 
-    FIELDS = ("decode0", "fixed0", "rem_decode", "rem_fixed", "delay", "tree_tokens", "policy_tokens",
+    FIELDS = ("calls", "decode0", "fixed0", "rem_decode", "rem_fixed", "delay", "tree_tokens", "policy_tokens",
               "dispatch_t", "deadline", "finish_t", "progress", "cell_s")
     INT_FIELDS = ("version", "cell", "finishes", "timed_out")
 
@@ -57,6 +57,7 @@ class ExecutionTable:
             self._alloc(self.capacity * 2)
         ids = range(self.size, self.size + count)
         sl = slice(self.size, self.size + count)
+        self.calls[sl] = batch.calls
         self.decode0[sl] = self.rem_decode[sl] = batch.decode
         self.fixed0[sl] = self.rem_fixed[sl] = fixed_s
         self.delay[sl] = 0.0

@@ -140,7 +140,7 @@ class WorkloadStream:
             pos += take
         return Executions.concat(parts) if parts else Executions(*(np.zeros(0) for _ in range(4)))
 
-    def means(self, sample: int = 8 * CHUNK) -> dict[str, float]:
+    def means(self, sample: int = 2 * CHUNK) -> dict[str, float]:
         """Mean totals over the first ``sample`` executions (what the rate model and the ideal bound use)."""
         head = self.take(0, sample)
         return {"calls": float(head.calls.mean()), "prefill": float(head.prefill.mean()),

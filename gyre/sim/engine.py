@@ -1,0 +1,437 @@
+"""The discrete-event loop: a heap of timed events, the real scheduler policy consulted after each batch.
+
+Events are the only moments the scheduler-visible state changes: an execution finishes (or times out), a
+cell finishes switching, a satellite finishes pulling weights, a training step finishes its compute or its
+weight-sync tail. After the events at one instant are handled the policy is asked ``decide(state)`` and its
+actions applied, again and again until it asks for nothing that changes the state; then the clock jumps to
+the next event. Model calls inside an execution are not events (see ``rollout.py``), which is what keeps
+thousands of GPUs and tens of thousands of executions within seconds.
+
+The simulator never decides anything itself: it builds a ``SchedulerState`` like the driver does and
+applies ``Dispatch``, ``SwitchCell`` and ``StartTrainStep`` as faithfully as it can, failing loudly when an
+action cannot be applied (that would be a policy bug).
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import math
+import time
+
+import numpy as np
+
+from gyre.scheduler import (
+    Action,
+    CellView,
+    Dispatch,
+    Policy,
+    Role,
+    SchedulerConfig,
+    SchedulerState,
+    StartTrainStep,
+    SwitchCell,
+    make_policy,
+)
+from gyre.sim.ledger import Counts, Ledger
+from gyre.sim.metrics import step_records
+from gyre.sim.result import SimResult
+from gyre.sim.rollout import DONE, ExecutionTable, RolloutPool
+from gyre.sim.training import COMPUTE, SYNC, TrainingStep
+from gyre.sim.world import World
+
+CELL, SWITCH, PULL, TRAIN, TICK = 0, 1, 2, 3, 4
+MAX_DECIDE_ROUNDS = 10_000  # per instant; more means the policy and the simulator disagree about the state
+
+
+class SimulationError(RuntimeError):
+    """The run cannot continue (a policy asked for something impossible, or nothing can make progress)."""
+
+
+class Simulator:
+    def __init__(self, world: World, scheduler: SchedulerConfig, policy: Policy | None = None):
+        self.world = world
+        self.root = world.root
+        sim = self.root.sim
+        self.sched = scheduler
+        self.policy = policy or make_policy(scheduler)
+        self.rates, self.train = world.rates, world.train
+        self.table = ExecutionTable()
+        self.pool = RolloutPool(world.rates, sim.cells, self.table, sim.rollout.migration_gb_s,
+                                sim.rollout.max_context_tokens)
+        self.ledger = Ledger(sim.cells)
+        self.cap = world.rates.capacity
+        self.ids = [f"c{i}" for i in range(sim.cells)]
+        self.index = {name: i for i, name in enumerate(self.ids)}
+        self.roles: list[Role] = [Role.ROLLOUT] * sim.cells
+        self.switching_to: list[Role | None] = [None] * sim.cells
+        self.views = [CellView(name, Role.ROLLOUT, is_core=i == 0, capacity=self.cap) for i, name in enumerate(self.ids)]
+        self.view_tuple: tuple[CellView, ...] = tuple(self.views)
+        self.role_count = {role: 0 for role in Role}
+        self.role_count[Role.ROLLOUT] = sim.cells
+        self.pool.serving[:] = True
+        for i in range(sim.cells):
+            self.ledger.role(0.0, i, Role.ROLLOUT.value)
+        self.now = 0.0
+        self.heap: list[tuple[float, int, int, int, int]] = []
+        self.seq = itertools.count()
+        self.cell_epoch = np.zeros(sim.cells, dtype=np.int64)
+        self.step: TrainingStep | None = None
+        self.version = 0
+        self.steps_done = 0
+        self.dispatched = 0
+        self.finished = 0
+        self.ready: list[int] = []
+        self.ready_versions: list[int] = []
+        self.staleness: list[int] = []
+        self.trained_ids: list[int] = []
+        self.dropped_ids: list[int] = []
+        self.switches = 0
+        self.events = 0
+        self.decide_calls = 0
+        self.step_end: list[float] = []
+        self.train_compute: list[float] = []
+        self.train_flops = 0.0
+        self.last_sample: tuple[int, int, int] | None = None
+        self.step_log: list[dict] = []  # per step: start, end, executions trained, tokens
+        self.switch_log: list[tuple[float, str]] = []  # (time, "rollout_to_train" | "train_to_rollout")
+        self.decide_interval = self.root.sim.decide_interval_s
+        self.next_decide = 0.0
+        self.tick_pending = False
+
+    # Public --------------------------------------------------------------------------------------------
+
+    @property
+    def done(self) -> bool:
+        return self.steps_done >= self.root.sim.steps
+
+    def run(self) -> SimResult:
+        started = time.perf_counter()
+        self._decide()
+        while not self.done:
+            if not self.heap:
+                raise SimulationError(self._stall_message())
+            self._handle_next_instant()
+            self._maybe_decide()
+        wall = self.now
+        for cell in np.flatnonzero(self.pool.n):
+            self.pool.advance(int(cell), wall)  # bring every live session's accounting up to the wall
+        at_wall = self.ledger.snapshot()
+        cell_s_at_wall = self.table.cell_s[: self.table.size].copy()
+        live_at_end = self.pool.live
+        ready_at_end = len(self.ready)
+        if self.root.sim.drain:
+            self._drain()
+        return self._result(wall, at_wall, cell_s_at_wall, live_at_end, ready_at_end,
+                            time.perf_counter() - started)
+
+    # Clock and events ----------------------------------------------------------------------------------
+
+    def _tol(self) -> float:
+        return 1e-9 * max(1.0, abs(self.now))
+
+    def _push(self, when: float, kind: int, a: int, b: int) -> None:
+        heapq.heappush(self.heap, (when, next(self.seq), kind, a, b))
+
+    def _counts(self) -> Counts:
+        step = self.step
+        train = self.role_count[Role.TRAIN]
+        compute = overhead = 0
+        if step is not None:
+            if step.phase == COMPUTE:
+                compute, overhead = len(step.contributors), len(step.pulling)
+            else:
+                overhead = train
+        serving = self.role_count[Role.ROLLOUT]
+        return Counts(serving=serving, rollout_busy=self.pool.used_capacity() if serving else 0.0,
+                      switching=self.role_count[Role.SWITCHING], train=train, train_compute=compute,
+                      train_overhead=overhead, other=self.role_count[Role.IDLE] + self.role_count[Role.DEAD])
+
+    def _advance_clock(self, when: float) -> None:
+        if when < self.now - self._tol():
+            raise SimulationError(f"event at t={when} is before the clock t={self.now}")
+        when = max(when, self.now)
+        self.ledger.integrate(when - self.now, self._counts())
+        self.now = when
+
+    def _handle_next_instant(self) -> None:
+        self._advance_clock(self.heap[0][0])
+        limit = self.now + self._tol()
+        while self.heap and self.heap[0][0] <= limit:
+            _, _, kind, a, b = heapq.heappop(self.heap)
+            self.events += 1
+            if kind == CELL:
+                self._on_cell(a, b)
+            elif kind == SWITCH:
+                self._on_switch_done(a)
+            elif kind == PULL:
+                self._on_pull_done(a, b)
+            elif kind == TRAIN:
+                self._on_train(a, b)
+            else:
+                self.tick_pending = False
+
+    def _reschedule_cell(self, cell: int) -> None:
+        self.cell_epoch[cell] += 1
+        when = self.pool.next_finish(cell)
+        if when < math.inf:
+            # max: a session that was orphaned (paused) past its deadline times out as soon as it is placed
+            self._push(max(when, self.now), CELL, cell, int(self.cell_epoch[cell]))
+
+    def _reschedule_train(self) -> None:
+        step = self.step
+        assert step is not None
+        step.epoch += 1
+        when = step.compute_eta(self.train.cell_flops) if step.phase == COMPUTE else step.sync_end
+        if when < math.inf:
+            self._push(when, TRAIN, step.index, step.epoch)
+
+    def _on_cell(self, cell: int, epoch: int) -> None:
+        if epoch != self.cell_epoch[cell]:
+            return  # superseded: the cell changed since this finish time was computed
+        for ident in self.pool.pop_due(cell, self.now, self._tol()):
+            self._finish(ident)
+        self._reschedule_cell(cell)
+
+    def _finish(self, ident: int) -> None:
+        t = self.table
+        t.progress[ident] = 1.0 if not t.timed_out[ident] else float(t.fraction_done(np.array([ident]))[0])
+        t.cell[ident] = DONE
+        t.finishes[ident] += 1
+        t.finish_t[ident] = self.now
+        self.finished += 1
+        self.ready.append(ident)
+        self.ready_versions.append(int(t.version[ident]))
+
+    def _on_switch_done(self, cell: int) -> None:
+        to = self.switching_to[cell]
+        if self.roles[cell] is not Role.SWITCHING or to is None:
+            raise SimulationError(f"switch of cell {self.ids[cell]} completed but it is {self.roles[cell].value}")
+        self._set_role(cell, to)
+        if to is Role.ROLLOUT:
+            self.pool.serving[cell] = True
+            self.pool.last[cell] = self.now
+            for touched in self.pool.rehome(self.now):
+                self._reschedule_cell(touched)
+        elif to is Role.TRAIN and self.step is not None and self.step.phase == COMPUTE:
+            sync = self.root.sim.train.weight_sync_s
+            if sync > 0:
+                self.step.pulling[cell] = self.now + sync
+                self._push(self.now + sync, PULL, cell, self.step.index)
+            else:
+                self.step.advance(self.now, self.train.cell_flops)
+                self.step.join(cell)
+                self._reschedule_train()
+
+    def _on_pull_done(self, cell: int, step_index: int) -> None:
+        step = self.step
+        if step is None or step.index != step_index or cell not in step.pulling or step.phase != COMPUTE:
+            return  # the step ended, or the cell left, while it was pulling
+        step.advance(self.now, self.train.cell_flops)
+        step.join(cell)
+        self._reschedule_train()
+
+    def _on_train(self, step_index: int, epoch: int) -> None:
+        step = self.step
+        if step is None or step.index != step_index or step.epoch != epoch:
+            return
+        if step.phase == COMPUTE:
+            step.advance(self.now, self.train.cell_flops)
+            step.remaining = 0.0
+            step.phase = SYNC
+            step.compute_end = self.now
+            step.pulling.clear()
+            self.train_compute.append(self.now - step.started)
+            tail = self.root.sim.train.step_overhead_s + self.root.sim.train.weight_sync_s
+            step.sync_end = self.now + tail
+            self._reschedule_train()
+            return
+        self.version += 1
+        self.steps_done += 1
+        self.step_end.append(self.now)
+        self.step_log[-1]["end"] = self.now
+        self.step = None
+
+    # Policy --------------------------------------------------------------------------------------------
+
+    def _observe(self) -> SchedulerState:
+        left = None
+        if self.root.sim.executions is not None:
+            left = self.root.sim.executions - self.dispatched
+        return SchedulerState(
+            cells=self.view_tuple, policy_version=self.version, running=self.dispatched - self.finished,
+            ready=len(self.ready), ready_versions=tuple(self.ready_versions), training=self.step is not None,
+            steps_done=self.steps_done, total_steps=self.root.sim.steps, executions_left=left)
+
+    def _maybe_decide(self) -> None:
+        """Consult the policy now, or at the next decision tick when ``sim.decide_interval_s`` > 0.
+
+        With an interval the policy sees every event's effect, but at most once per interval (a driver
+        polling its scheduler); 0 consults it after every instant that has events (exact).
+        """
+        if self.decide_interval <= 0 or self.now >= self.next_decide - self._tol():
+            self._decide()
+            self.next_decide = self.now + self.decide_interval
+        elif not self.tick_pending:
+            self._push(self.next_decide, TICK, 0, 0)
+            self.tick_pending = True
+
+    def _decide(self) -> None:
+        for _ in range(MAX_DECIDE_ROUNDS):
+            if self.done:
+                break
+            actions = self.policy.decide(self._observe())
+            self.decide_calls += 1
+            changed = False
+            for action in actions:
+                changed = self._apply(action) or changed
+            if not changed:
+                break
+        else:
+            raise SimulationError(f"policy {self.policy.name} changed the state {MAX_DECIDE_ROUNDS} times at "
+                                  f"t={self.now:.3f}s without settling")
+        sample = (self.pool.live, len(self.ready), self.role_count[Role.TRAIN])
+        if sample != self.last_sample:
+            self.ledger.samples.append((self.now, *sample))
+            self.last_sample = sample
+
+    def _apply(self, action: Action) -> bool:
+        """Apply one action; return whether it changed the state."""
+        if isinstance(action, Dispatch):
+            return self._dispatch(action.count)
+        if isinstance(action, SwitchCell):
+            return self._switch(action)
+        if isinstance(action, StartTrainStep):
+            return self._start_step(action)
+        raise SimulationError(f"policy {self.policy.name} returned an unknown action {action!r}")
+
+    def _dispatch(self, count: int) -> bool:
+        if count <= 0:
+            return False
+        limit = self.root.sim.executions
+        if limit is not None and self.dispatched + count > limit:
+            raise SimulationError(f"Dispatch({count}) but only {limit - self.dispatched} of sim.executions={limit} "
+                                  "tasks are left")
+        batch = self.world.stream.take(self.dispatched, count)
+        fixed = self.rates.fixed_seconds(batch.prefill, batch.tool_s)
+        ids = self.table.add(batch, fixed, self.version, self.now, self.root.sim.workload.timeout_s)
+        self.dispatched += count
+        for cell in self.pool.place(ids, self.now):
+            self._reschedule_cell(cell)
+        return True
+
+    def _set_role(self, cell: int, role: Role, switching_to: Role | None = None) -> None:
+        self.role_count[self.roles[cell]] -= 1
+        self.role_count[role] += 1
+        self.roles[cell] = role
+        self.switching_to[cell] = switching_to
+        self.views[cell] = CellView(self.ids[cell], role, is_core=cell == 0, capacity=self.cap,
+                                    switching_to=switching_to)
+        self.view_tuple = tuple(self.views)
+        self.ledger.role(self.now, cell, role.value)
+
+    def _switch(self, action: SwitchCell) -> bool:
+        if action.cell_id not in self.index:
+            raise SimulationError(f"SwitchCell names an unknown cell {action.cell_id!r}")
+        cell = self.index[action.cell_id]
+        current = self.roles[cell]
+        if current in (Role.SWITCHING, action.to):
+            return False
+        if action.to not in (Role.ROLLOUT, Role.TRAIN) or current not in (Role.ROLLOUT, Role.TRAIN):
+            raise SimulationError(f"SwitchCell({action.cell_id}, {action.to.value}) from {current.value} "
+                                  "is not simulated (only rollout <-> train)")
+        switch = self.root.sim.switch
+        if current is Role.ROLLOUT:
+            # Sessions are never interrupted: they move to the other rollout cells (KV migration).
+            self.pool.serving[cell] = False
+            moved = self.pool.evict(cell, self.now)
+            self._reschedule_cell(cell)
+            for touched in self.pool.place(moved, self.now):
+                self._reschedule_cell(touched)
+            cost = switch.rollout_to_train_s
+            self.switch_log.append((self.now, "rollout_to_train"))
+        else:
+            if self.step is not None:
+                self.step.advance(self.now, self.train.cell_flops)
+                self.step.leave(cell)
+                self._reschedule_train()
+            cost = switch.train_to_rollout_s
+            self.switch_log.append((self.now, "train_to_rollout"))
+        self._set_role(cell, Role.SWITCHING, action.to)
+        self.switches += 1
+        self._push(self.now + cost, SWITCH, cell, 0)
+        return True
+
+    def _start_step(self, action: StartTrainStep) -> bool:
+        if self.step is not None:
+            raise SimulationError("StartTrainStep while a training step is running")
+        cells = {i for i, role in enumerate(self.roles) if role is Role.TRAIN}
+        if not cells:
+            raise SimulationError("StartTrainStep with no cell in TRAIN")
+        ready, drop, count = len(self.ready), action.drop_stale, action.count
+        if count < 1 or drop < 0 or drop + count > ready:
+            raise SimulationError(f"StartTrainStep(count={count}, drop_stale={drop}) but {ready} executions are ready")
+        # Oldest first: by the policy version they were generated under, then by finish order.
+        order = sorted(range(ready), key=lambda k: (self.ready_versions[k], k))
+        dropped, used, kept = order[:drop], order[drop:drop + count], sorted(order[drop + count:])
+        self.dropped_ids += [self.ready[k] for k in dropped]
+        used_ids = [self.ready[k] for k in used]
+        self.trained_ids += used_ids
+        self.staleness += [self.version - self.ready_versions[k] for k in used]
+        self.ready, self.ready_versions = [self.ready[k] for k in kept], [self.ready_versions[k] for k in kept]
+        idx = np.asarray(used_ids, dtype=np.int64)
+        tokens = float((self.table.tree_tokens[idx] * self.table.progress[idx]).sum())
+        flops = self.train.flops(tokens)
+        self.train_flops += flops
+        self.step_log.append({"start": self.now, "ids": used_ids, "tree_tokens": tokens,
+                              "policy_tokens": float((self.table.policy_tokens[idx] * self.table.progress[idx]).sum()),
+                              "dropped": drop, "cells": len(cells)})
+        self.step = TrainingStep(index=self.steps_done, flops=flops, started=self.now, executions=count,
+                                 tree_tokens=tokens, contributors=cells)
+        self._reschedule_train()
+        return True
+
+    # End of run ----------------------------------------------------------------------------------------
+
+    def _drain(self) -> None:
+        """Let in-flight executions finish (no policy, no new work) so every dispatched one ends once."""
+        while self.pool.live and self.heap:
+            self._handle_next_instant()
+            if self.pool.live and not self.pool.serving.any():
+                break  # sessions are orphaned with no rollout cell left: they stay live
+
+    def _stall_message(self) -> str:
+        roles = {role.value: n for role, n in self.role_count.items() if n}
+        return (f"simulation stalled at t={self.now:.1f}s: no event pending and the policy "
+                f"{self.policy.name} asks for nothing (steps {self.steps_done}/{self.root.sim.steps}, "
+                f"live {self.pool.live}, ready {len(self.ready)}, dispatched {self.dispatched}, roles {roles}, "
+                f"sim.executions={self.root.sim.executions})")
+
+    def _result(self, wall: float, at_wall: dict[str, float], cell_s: np.ndarray, live_at_end: int,
+                ready_at_end: int, host_s: float) -> SimResult:
+        t = self.table
+        n = t.size
+        trained = np.asarray(self.trained_ids, dtype=np.int64)
+        mask = np.ones(n, dtype=bool)
+        mask[trained] = False
+        sim = self.root.sim
+        return SimResult(
+            policy=self.policy.name, preset=sim.name, cells=sim.cells, gpus_per_cell=sim.gpus_per_cell,
+            capacity_per_cell=self.cap, steps=sim.steps, batch_size=self.sched.batch_size,
+            max_staleness=self.sched.max_staleness, max_paths=self.root.trajectory.max_paths,
+            rollout_cells=self.sched.rollout_cells if self.policy.name == "async" else None,
+            wall_time_s=wall, ideal_time_s=self.world.ideal.time_s, cell_s=at_wall,
+            staleness_mean=float(np.mean(self.staleness)) if self.staleness else 0.0,
+            staleness_max=int(max(self.staleness, default=0)), switches=self.switches,
+            dispatched=self.dispatched, finished=self.finished, trained=len(self.trained_ids),
+            dropped=len(self.dropped_ids), timed_out=int(t.timed_out[:n].sum()), live_at_end=live_at_end,
+            ready_at_end=ready_at_end, wasted_rollout_cell_s=float(cell_s[mask].sum()),
+            trained_rollout_cell_s=float(cell_s[trained].sum()),
+            dropped_rollout_cell_s=float(cell_s[np.asarray(self.dropped_ids, dtype=np.int64)].sum()), train_flops=self.train_flops,
+            migrations=self.pool.migrations, migration_s=self.pool.migration_s, step_end_s=self.step_end,
+            train_compute_s=self.train_compute, sim_seconds=host_s, events=self.events,
+            decide_calls=self.decide_calls, total_elapsed_s=self.ledger.elapsed,
+            total_cell_s=self.ledger.snapshot(), finishes_per_execution=t.finishes[:n].tolist(),
+            timeline={"roles": self.ledger.roles, "samples": self.ledger.samples, "wall": wall},
+            step_records=step_records(self),
+        )

@@ -1,0 +1,110 @@
+"""What one simulated run of one policy produced: the headline numbers plus the full accounting."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from gyre.sim.ledger import CATEGORIES
+
+
+@dataclass
+class SimResult:
+    policy: str
+    preset: str
+    cells: int
+    gpus_per_cell: int
+    capacity_per_cell: int  # concurrent sessions per rollout cell (what the scheduler sees)
+    steps: int
+    batch_size: int
+    max_staleness: int
+    max_paths: int | None
+    rollout_cells: int | None  # async's fixed split
+    wall_time_s: float  # end of the last training step
+    ideal_time_s: float
+    cell_s: dict[str, float]  # cell-seconds per ledger category up to wall_time_s
+    staleness_mean: float
+    staleness_max: int
+    switches: int
+    dispatched: int
+    finished: int
+    trained: int
+    dropped: int
+    timed_out: int
+    live_at_end: int  # dispatched but unfinished when the last step ended
+    ready_at_end: int  # finished but never trained
+    wasted_rollout_cell_s: float  # rollout work of executions that were dropped or never trained
+    trained_rollout_cell_s: float  # rollout work (as used) of the executions that were trained
+    dropped_rollout_cell_s: float  # rollout work of executions dropped as too stale (part of the wasted work)
+    train_flops: float
+    migrations: int
+    migration_s: float
+    step_end_s: list[float]
+    train_compute_s: list[float]  # per step: start of training to end of compute
+    sim_seconds: float  # host time the simulation took
+    events: int
+    decide_calls: int
+    total_elapsed_s: float  # simulated time including a drain (>= wall_time_s)
+    total_cell_s: dict[str, float]  # cell-seconds per category up to total_elapsed_s
+    finishes_per_execution: list[int] = field(repr=False, default_factory=list)
+    timeline: dict[str, Any] = field(repr=False, default_factory=dict)  # roles and samples for the plot
+    step_records: list[dict[str, Any]] = field(repr=False, default_factory=list)  # tracking-jsonl rows
+
+    @property
+    def gpus(self) -> int:
+        return self.cells * self.gpus_per_cell
+
+    @property
+    def vs_ideal(self) -> float:
+        return self.wall_time_s / self.ideal_time_s
+
+    def fraction(self, *categories: str) -> float:
+        total = sum(self.cell_s[c] for c in self.cell_s)
+        return sum(self.cell_s[c] for c in categories) / total if total else 0.0
+
+    @property
+    def rollout_idle(self) -> float:
+        """Unused throughput of cells while they serve rollouts."""
+        side = self.cell_s["rollout_busy"] + self.cell_s["rollout_idle"]
+        return self.cell_s["rollout_idle"] / side if side else 0.0
+
+    @property
+    def train_idle(self) -> float:
+        """Time training cells spend not computing (no step, weight pulls, step tail)."""
+        side = self.cell_s["train_compute"] + self.cell_s["train_overhead"] + self.cell_s["train_idle"]
+        return (self.cell_s["train_overhead"] + self.cell_s["train_idle"]) / side if side else 0.0
+
+    @property
+    def gpu_idle(self) -> float:
+        """Everything that is not rollout throughput in use or training compute, over cells x wall."""
+        return 1.0 - self.fraction("rollout_busy", "train_compute")
+
+    def summary(self) -> dict[str, Any]:
+        """Headline numbers (what the table and the JSON show)."""
+        return {
+            "policy": self.policy, "wall_time_s": self.wall_time_s, "wall_time_h": self.wall_time_s / 3600,
+            "mean_step_s": self.wall_time_s / self.steps, "ideal_time_s": self.ideal_time_s,
+            "vs_ideal": self.vs_ideal, "gpu_idle": self.gpu_idle, "rollout_idle": self.rollout_idle,
+            "train_idle": self.train_idle, "switching": self.fraction("switching"),
+            "staleness_mean": self.staleness_mean, "staleness_max": self.staleness_max, "switches": self.switches,
+            "dropped": self.dropped, "trained": self.trained,
+        }
+
+    def breakdown(self) -> dict[str, float]:
+        """Fractions of cells x wall per category, with busy rollout split into trained and wasted work."""
+        total = self.cells * self.wall_time_s
+        out = {c: self.cell_s[c] / total for c in CATEGORIES}
+        wasted = min(self.wasted_rollout_cell_s, self.cell_s["rollout_busy"])
+        out["rollout_busy_wasted"] = wasted / total
+        out["rollout_busy_trained"] = out["rollout_busy"] - out["rollout_busy_wasted"]
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data.pop("timeline")
+        data.pop("finishes_per_execution")
+        data.pop("step_records")
+        data.update(self.summary())
+        data["gpus"] = self.gpus
+        data["breakdown"] = self.breakdown()
+        return data

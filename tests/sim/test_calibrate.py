@@ -1,0 +1,106 @@
+"""calibrate.py fits a preset from a run's jsonl; a simulated run written in that schema round-trips."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from gyre.sim.calibrate import CalibrationError, fit, main, read_metrics, to_yaml
+from gyre.sim.config import CONF_DIR, load_config, validate
+from gyre.sim.metrics import write_jsonl
+from gyre.sim.run import simulate
+
+# The "real" run: a tiny-model-like cluster (4 one-device cells, batch 16) with a flat decode rate.
+TRUTH = [
+    "sim.cells=4", "sim.gpus_per_cell=1", "sim.steps=8", "scheduler.batch_size=16", "sim.seed=3",
+    "sim.model.total_params_b=0.0004", "sim.model.active_params_b=0.0004", "sim.model.kv_bytes_per_token=0",
+    "sim.rollout.max_sessions=8", "sim.rollout.step_overhead_s=0.05", "sim.workload.calls_mean=12",
+    "sim.workload.calls_sigma=0.5", "sim.workload.decode_tokens_mean=60", "sim.workload.tool_s_mean=0.3",
+    "sim.workload.tool_s_sigma=0.5", "sim.workload.prefill_tokens_mean=200", "sim.workload.timeout_s=null",
+    "sim.train.achieved_tflops_per_gpu=0.002", "sim.train.weight_sync_s=0.5", "sim.train.step_overhead_s=0.3",
+    "sim.switch.rollout_to_train_s=1.0", "sim.switch.train_to_rollout_s=0.5", "trajectory.max_paths=null",
+]
+
+
+def synthetic_run(tmp_path, policy="colocate"):
+    """A run's metrics jsonl in the tracking schema, produced by simulating the TRUTH cluster."""
+    [result] = simulate(load_config(overrides=TRUTH), [policy])
+    path = tmp_path / f"{policy}.jsonl"
+    write_jsonl(path, result.step_records)
+    return path, result
+
+
+def fitted_config(fitted, overrides=()):
+    """The fitted preset merged over the base config, as +sim=calibrated would."""
+    from omegaconf import OmegaConf
+
+    base = OmegaConf.structured(load_config(overrides=list(overrides)))
+    preset = OmegaConf.create({k: v for k, v in fitted.items() if not k.startswith("_")})
+    return validate(OmegaConf.merge(base, preset))
+
+
+def test_fit_recovers_the_run_and_its_step_time(tmp_path):
+    path, truth = synthetic_run(tmp_path)
+    fitted = fit(read_metrics(path), gpus_per_cell=1, active_params_b=0.0004, tool_fraction=0.05)
+    sim = fitted["sim"]
+    assert sim["cells"] == 4 and sim["steps"] == 8 and fitted["scheduler"]["batch_size"] == 16
+    assert sim["workload"]["calls_mean"] == pytest.approx(12, rel=0.1)
+    assert sim["workload"]["calls_sigma"] == pytest.approx(0.5, rel=0.2)
+    assert sim["workload"]["decode_tokens_mean"] == pytest.approx(60, rel=0.1)
+    assert sim["rollout"]["step_overhead_s"] == pytest.approx(0.05, rel=0.15)  # seconds per decoded token
+    assert sim["train"]["achieved_tflops_per_gpu"] == pytest.approx(0.002, rel=0.05)
+    assert sim["switch"] == {"rollout_to_train_s": 1.0, "train_to_rollout_s": 0.5}
+    # validation: the fitted cluster's simulated step time is within 20% of the "measured" one, per policy
+    for policy in ("colocate", "async", "elastic"):
+        [measured] = simulate(load_config(overrides=TRUTH), [policy])
+        [simulated] = simulate(fitted_config(fitted, ["sim.seed=11"]), [policy])
+        assert simulated.wall_time_s / simulated.steps == pytest.approx(measured.wall_time_s / measured.steps, rel=0.2)
+    assert truth.wall_time_s > 0
+
+
+def test_written_preset_is_documented_and_valid(tmp_path):
+    path, _ = synthetic_run(tmp_path, "async")
+    out = tmp_path / "calibrated.yaml"
+    main([str(path), "--out", str(out), "--active-params-b", "0.0004"])
+    text = out.read_text()
+    assert text.startswith("# @package _global_")
+    assert all("#" in line for line in text.splitlines() if ":" in line)
+    import yaml
+
+    data = yaml.safe_load(text)
+    data["_notes"] = {}
+    assert fitted_config(data).sim.name == "calibrated"
+
+
+def test_summary_statistics_are_accepted(tmp_path):
+    rows = [{"step": i, "step_time_s": 100.0, "train/time_s": 10.0 + i,
+             "rollout/execution_time_s": {"mean": 80.0, "p50": 70.0, "p90": 140.0, "max": 300.0},
+             "rollout/calls_per_execution": {"mean": 20.0, "p50": 18.0, "p90": 35.0},
+             "tokens/tree": 1e5 * (1 + i), "tokens/policy": 4e4 * (1 + i), "switch/rollout_to_train_s": [8.0, 9.0],
+             "switch/train_to_rollout_s": None, "cells": ["rollout"] * 4,
+             "scheduler": {"name": "colocate", "batch_size": 16, "max_staleness": 0}} for i in range(4)]
+    path = tmp_path / "summary.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    fitted = fit(read_metrics(path))
+    assert fitted["sim"]["cells"] == 4
+    assert fitted["sim"]["workload"]["calls_sigma"] == pytest.approx(0.5, rel=0.05)  # ln(35/18)/1.2816
+    assert fitted["sim"]["switch"]["rollout_to_train_s"] == pytest.approx(8.5)
+    assert fitted["sim"]["switch"]["train_to_rollout_s"] == 0.0
+    to_yaml(fitted, "summary.jsonl")
+
+
+def test_bad_metrics_name_the_line_and_field(tmp_path):
+    path = tmp_path / "bad.jsonl"
+    path.write_text('{"step": 0}\n')
+    with pytest.raises(CalibrationError, match=r"bad.jsonl:1: missing field 'step_time_s'"):
+        read_metrics(path)
+    path.write_text("not json\n")
+    with pytest.raises(CalibrationError, match="bad.jsonl:1: not JSON"):
+        read_metrics(path)
+
+
+def test_shipped_calibrated_preset_loads():
+    assert (CONF_DIR / "sim" / "calibrated.yaml").is_file()
+    root = load_config("calibrated")
+    assert root.sim.name == "calibrated"
