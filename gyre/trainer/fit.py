@@ -193,7 +193,12 @@ class Driver:
         if seconds:
             metrics["rollout/execution_time_s"] = seconds
             metrics["rollout/execution_time_mean_s"] = float(np.mean(seconds))
-        metrics["rollout/calls_per_execution"] = float(np.mean([len(e.calls) for e in executions]))
+        metrics["rollout/calls_per_execution"] = [len(e.calls) for e in executions]
+        metrics["rollout/calls_per_execution_mean"] = float(np.mean([len(e.calls) for e in executions]))
+        # Names the simulator's calibration reads (gyre/sim/calibrate.py documents the schema).
+        metrics["train/time_s"] = metrics.get("train_time_s", float("nan"))
+        metrics["train/weight_sync_s"] = metrics.get("weight_sync_s", float("nan"))
+        metrics["train/cells"] = metrics.get("trainer_members", 0)
         self.finished_log = []
         metrics["staleness/mean"] = float(np.mean(staleness)) if staleness else 0.0
         metrics["staleness/max"] = int(max(staleness)) if staleness else 0
