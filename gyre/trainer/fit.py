@@ -159,7 +159,7 @@ class Driver:
         version = self.cluster.version
         metrics = await self.cluster.train_step(batches, self.cfg.max_grad_norm)
         staleness = [version - group.version for group in groups for _ in group.finished]
-        metrics.update(self._step_metrics(executions, staleness))
+        metrics.update(self._step_metrics(executions, staleness, metrics))
         self.steps_done += 1
         self.last_step_end = time.perf_counter()
         # Checkpoint before logging: a step that was logged is never trained again after a resume.
@@ -172,7 +172,8 @@ class Driver:
             self.validations.add(asyncio.ensure_future(self.validate(self.steps_done)))
         self.training = None
 
-    def _step_metrics(self, executions: list[Execution], staleness: list[int]) -> dict[str, Any]:
+    def _step_metrics(self, executions: list[Execution], staleness: list[int], train: dict[str, Any]) -> dict[str, Any]:
+        """Rollout, reward, staleness, token and cell-time metrics of a step (``train``: the trainer's)."""
         metrics: dict[str, Any] = {}
         rewards = np.asarray([e.reward for e in executions])
         metrics["reward/mean"] = float(rewards.mean())
@@ -196,15 +197,15 @@ class Driver:
         metrics["rollout/calls_per_execution"] = [len(e.calls) for e in executions]
         metrics["rollout/calls_per_execution_mean"] = float(np.mean([len(e.calls) for e in executions]))
         # Names the simulator's calibration reads (gyre/sim/calibrate.py documents the schema).
-        metrics["train/time_s"] = metrics.get("train_time_s", float("nan"))
-        metrics["train/weight_sync_s"] = metrics.get("weight_sync_s", float("nan"))
-        metrics["train/cells"] = metrics.get("trainer_members", 0)
+        metrics["train/time_s"] = train.get("train_time_s", float("nan"))
+        metrics["train/weight_sync_s"] = train.get("weight_sync_s", float("nan"))
+        metrics["train/cells"] = train.get("trainer_members", 0)
         self.finished_log = []
         metrics["staleness/mean"] = float(np.mean(staleness)) if staleness else 0.0
         metrics["staleness/max"] = int(max(staleness)) if staleness else 0
-        metrics["tokens/tree"] = metrics.get("tree_tokens", 0.0)
-        metrics["tokens/path"] = metrics.get("path_tokens", 0.0)
-        metrics["tokens/policy"] = metrics.get("policy_tokens", 0.0)
+        metrics["tokens/tree"] = train.get("tree_tokens", 0.0)
+        metrics["tokens/path"] = train.get("path_tokens", 0.0)
+        metrics["tokens/policy"] = train.get("policy_tokens", 0.0)
         metrics["step_time_s"] = time.perf_counter() - self.last_step_end
         metrics["dropped_stale"] = self.buffer.dropped_stale
         metrics["unscorable"] = self.buffer.unscorable
