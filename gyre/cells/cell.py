@@ -30,6 +30,7 @@ class CellConfig:
     is_core: bool
     model_path: str = "tiny"
     device: str = "cpu"
+    dtype: str = "float32"  # training replica dtype
     engine: dict[str, Any] = field(default_factory=dict)  # HFEngine / VLLMEngine keyword arguments
     engine_kind: str = "hf"
     lr: float = 1e-5
@@ -65,7 +66,7 @@ class Cell:
     def _build_model(self) -> torch.nn.Module:
         from gyre.models import load_model
 
-        model = load_model(self.cfg.model_path, device=self.cfg.device)
+        model = load_model(self.cfg.model_path, device=self.cfg.device, dtype=self.cfg.dtype)
         model.train()
         return model
 

@@ -57,6 +57,7 @@ def cluster_config(cfg: DictConfig) -> ClusterConfig:
     build(LossConfig, cfg.algo, "algo")  # validate before the actors see it
     cell = {
         "model_path": cfg.model.path,
+        "dtype": cfg.model.dtype,
         "device": rollout.get("device", "cpu"),
         "engine_kind": rollout.pop("kind"),
         "engine": {k: v for k, v in rollout.items() if k != "device"},
