@@ -4,10 +4,11 @@
 - ``block`` (CPU default): queries are cut into blocks of ``block_size`` preorder rows; a block attends only
   to the keys visible to at least one of its rows (``k < q_end`` and ``subtree_end[k] > q_start``: its
   ancestors and its own rows). Sibling subtrees are never touched, so attention cost follows the tree's
-  ancestor area instead of the packed length squared. Keys are a zero-copy slice of K/V when they are
-  (nearly) contiguous, as along a long chain, else a gather. SDPA runs its fused CPU kernel, which keeps
-  only a log-sum-exp per row for backward, so no attention matrix is stored; the per-block masks (one byte
-  per attended pair, built once and shared by all layers) are what remains beyond linear memory.
+  ancestor area instead of the packed length squared. Each block runs two fused flash kernels merged by
+  log-sum-exp: its ancestors (usually visible to every row: no mask at all) and its own rows (the kernel's
+  causal mode when they form a chain, which skips the upper triangle). Keys are a zero-copy slice of K/V
+  when (nearly) contiguous, else a gather. The kernels keep only a log-sum-exp per row for backward, so no
+  attention matrix is stored; masks exist only where a branch point hides some keys from some rows.
 - ``flex`` (CUDA default): compiled ``flex_attention`` with a ``BlockMask`` built from ``subtree_end``.
 
 A backend is chosen by handing the model a ``TreeAttentionPlan`` as its mask (see ``gyre.ops.forward``);
@@ -35,18 +36,45 @@ def dense_tree_mask(subtree_end: torch.Tensor) -> torch.Tensor:
 
 
 @dataclass
-class QueryBlock:
-    """Rows ``[start, end)`` attend to ``keys``: a contiguous range ``(lo, hi)`` (a zero-copy view of K/V)
-    when it wastes little, else an index tensor (a gather). ``mask`` is shared by every layer."""
+class KeyPart:
+    """Keys one query block attends to in one kernel call: a contiguous range ``(lo, hi)`` (a zero-copy view
+    of K/V) or an index tensor (a gather); an additive float mask only when some key is hidden from some
+    row; ``causal`` when the part is the block's own rows forming a single chain."""
 
-    start: int
-    end: int
     keys: torch.Tensor | tuple[int, int]
-    mask: torch.Tensor | None
+    mask: torch.Tensor | None = None  # bool [rows, keys], True = visible
+    causal: bool = False
+    empty_rows: torch.Tensor | None = None  # bool [rows]: rows that see no key of this part
+    _additive: dict = field(default_factory=dict, repr=False)  # dtype -> 0/-inf mask, shared by all layers
+
+    def additive_mask(self, dtype: torch.dtype) -> torch.Tensor | None:
+        """The fused CPU kernel takes an additive mask in the query's dtype; built once per dtype."""
+        if self.mask is None:
+            return None
+        if dtype not in self._additive:
+            self._additive[dtype] = torch.zeros(self.mask.shape, dtype=dtype, device=self.mask.device).masked_fill_(
+                ~self.mask, float("-inf"))
+        return self._additive[dtype]
 
     @property
     def num_keys(self) -> int:
         return self.keys[1] - self.keys[0] if isinstance(self.keys, tuple) else int(self.keys.shape[0])
+
+
+@dataclass
+class QueryBlock:
+    """Rows ``[start, end)``: their ancestors before the block (``prefix``) and the block itself (``own``).
+    The two parts run as separate fused kernels merged by log-sum-exp, so the usually-full ancestor part
+    needs no mask and the block's own rows use the kernel's causal mode when they form a chain."""
+
+    start: int
+    end: int
+    prefix: KeyPart | None
+    own: KeyPart
+
+    @property
+    def num_keys(self) -> int:
+        return (self.prefix.num_keys if self.prefix else 0) + self.own.num_keys
 
 
 @dataclass
@@ -95,16 +123,28 @@ def _query_blocks(subtree_end: torch.Tensor, block_size: int) -> list[QueryBlock
     blocks = []
     for start in range(0, n, block_size):
         end = min(start + block_size, n)
-        visible = index[:end][subtree_end[:end] > start]  # keys whose subtree reaches into the block
-        lo = int(visible[0])
-        keys: torch.Tensor | tuple[int, int]
-        if (end - lo) * (1 - _MAX_RANGE_WASTE) <= visible.shape[0]:
-            keys, key_index = (lo, end), index[lo:end]
-        else:
-            keys = key_index = visible
         rows = index[start:end, None]
-        mask = (key_index[None, :] <= rows) & (rows < subtree_end[key_index][None, :])
-        blocks.append(QueryBlock(start, end, keys, mask))
+        # The block's own rows: a chain exactly when every row's subtree reaches past the block's end.
+        own_ends = subtree_end[start:end]
+        if bool((own_ends[:-1] >= end).all()):
+            own = KeyPart((start, end), causal=True)
+        else:
+            own = KeyPart((start, end), mask=(index[None, start:end] <= rows) & (rows < own_ends[None, :]))
+        visible = index[:start][subtree_end[:start] > start]  # ancestors reaching into the block
+        prefix = None
+        if visible.numel():
+            lo = int(visible[0])
+            if (start - lo) * (1 - _MAX_RANGE_WASTE) <= visible.shape[0]:
+                keys, key_index = (lo, start), index[lo:start]
+            else:
+                keys = key_index = visible
+            ends = subtree_end[key_index]
+            if bool((ends >= end).all()):
+                prefix = KeyPart(keys)  # every row sees every key: no mask
+            else:
+                mask = rows < ends[None, :]
+                prefix = KeyPart(keys, mask=mask, empty_rows=~mask.any(dim=1))
+        blocks.append(QueryBlock(start, end, prefix, own))
     return blocks
 
 
@@ -114,18 +154,58 @@ def _select(tensor: torch.Tensor, keys: torch.Tensor | tuple[int, int]) -> torch
     return tensor.index_select(2, keys)
 
 
+_flash = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu
+_flash_backward = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward
+
+
+class _TwoPartAttention(torch.autograd.Function):
+    """softmax over (prefix keys ∪ own keys) computed as two fused kernels merged by log-sum-exp.
+
+    Backward uses the flash backward of each part with the *merged* output and log-sum-exp, which gives
+    exactly each part's share of dQ and its own dK, dV (as in split-KV / ring attention)."""
+
+    @staticmethod
+    def forward(ctx, q, k1, v1, m1, empty1, k2, v2, m2, causal2, scale):
+        out2, lse2 = _flash(q, k2, v2, 0.0, causal2, attn_mask=m2, scale=scale)
+        if k1 is None:
+            out, lse = out2, lse2
+        else:
+            out1, lse1 = _flash(q, k1, v1, 0.0, False, attn_mask=m1, scale=scale)
+            if empty1 is not None and bool(empty1.any()):  # the kernel reports 0, not -inf, for such rows
+                lse1 = lse1.masked_fill(empty1, float("-inf"))
+            lse = torch.logaddexp(lse1, lse2)
+            out = out1 * torch.exp(lse1 - lse).unsqueeze(-1) + out2 * torch.exp(lse2 - lse).unsqueeze(-1)
+        ctx.save_for_backward(q, k1, v1, m1, k2, v2, m2, out, lse)
+        ctx.causal2, ctx.scale, ctx.has_prefix = causal2, scale, k1 is not None
+        return out
+
+    @staticmethod
+    def backward(ctx, grad_out):
+        q, k1, v1, m1, k2, v2, m2, out, lse = ctx.saved_tensors
+        grad_out = grad_out.contiguous()
+        dq, dk2, dv2 = _flash_backward(grad_out, q, k2, v2, out, lse, 0.0, ctx.causal2, attn_mask=m2, scale=ctx.scale)
+        dk1 = dv1 = None
+        if ctx.has_prefix:
+            dq1, dk1, dv1 = _flash_backward(grad_out, q, k1, v1, out, lse, 0.0, False, attn_mask=m1, scale=ctx.scale)
+            dq = dq + dq1
+        return dq, dk1, dv1, None, None, dk2, dv2, None, None, None
+
+
 def block_tree_attention(
     query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, plan: TreeAttentionPlan, scaling: float
 ) -> torch.Tensor:
     """Each query block against only the keys it can see. query [B, H, L, D]; key/value [B, Hkv, L, D]."""
-    gqa = query.shape[1] != key.shape[1]
-    outputs = [
-        F.scaled_dot_product_attention(
-            query[:, :, block.start : block.end], _select(key, block.keys), _select(value, block.keys),
-            attn_mask=block.mask, scale=scaling, enable_gqa=gqa,
-        )
-        for block in plan.blocks
-    ]
+    outputs = []
+    for block in plan.blocks:
+        q = query[:, :, block.start : block.end].contiguous()
+        prefix, own = block.prefix, block.own
+        k1 = v1 = m1 = empty1 = None
+        if prefix is not None:
+            k1, v1 = _select(key, prefix.keys).contiguous(), _select(value, prefix.keys).contiguous()
+            m1, empty1 = prefix.additive_mask(query.dtype), prefix.empty_rows
+        k2, v2 = _select(key, own.keys).contiguous(), _select(value, own.keys).contiguous()
+        outputs.append(_TwoPartAttention.apply(
+            q, k1, v1, m1, empty1, k2, v2, own.additive_mask(query.dtype), own.causal, scaling))
     return torch.cat(outputs, dim=2)
 
 
