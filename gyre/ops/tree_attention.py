@@ -1,14 +1,13 @@
 """Tree attention backends. The single rule: key k is visible to query q iff ``k <= q < subtree_end[k]``.
 
 - ``dense``: the reference. A [L, L] bool mask through SDPA; memory and time grow with L squared.
-- ``block`` (CPU default): queries are cut into blocks of ``block_size`` preorder rows; a block attends only
-  to the keys visible to at least one of its rows (``k < q_end`` and ``subtree_end[k] > q_start``: its
-  ancestors and its own rows). Sibling subtrees are never touched, so attention cost follows the tree's
-  ancestor area instead of the packed length squared. Each block runs two fused flash kernels merged by
-  log-sum-exp: its ancestors (usually visible to every row: no mask at all) and its own rows (the kernel's
-  causal mode when they form a chain, which skips the upper triangle). Keys are a zero-copy slice of K/V
-  when (nearly) contiguous, else a gather. The kernels keep only a log-sum-exp per row for backward, so no
-  attention matrix is stored; masks exist only where a branch point hides some keys from some rows.
+- ``block`` (CPU default): the preorder rows are cut into chains (a new block wherever a sibling branch
+  begins, and every ``block_size`` rows). A chain's rows all see exactly the ancestors of its first row
+  plus the chain itself causally, so each block runs two fused flash kernels, merged by log-sum-exp: the
+  ancestors unmasked and its own rows in the kernel's causal mode. No mask exists at all; sibling subtrees
+  are never touched, so the attention computed is the tree's own ancestor area (plus nothing), not the
+  packed length squared. Ancestors are a zero-copy slice of K/V when contiguous, else a gather. The kernels
+  keep only a log-sum-exp per row for backward: memory stays linear in the packed length.
 - ``flex`` (CUDA default): compiled ``flex_attention`` with a ``BlockMask`` built from ``subtree_end``.
 
 A backend is chosen by handing the model a ``TreeAttentionPlan`` as its mask (see ``gyre.ops.forward``);
@@ -36,45 +35,20 @@ def dense_tree_mask(subtree_end: torch.Tensor) -> torch.Tensor:
 
 
 @dataclass
-class KeyPart:
-    """Keys one query block attends to in one kernel call: a contiguous range ``(lo, hi)`` (a zero-copy view
-    of K/V) or an index tensor (a gather); an additive float mask only when some key is hidden from some
-    row; ``causal`` when the part is the block's own rows forming a single chain."""
-
-    keys: torch.Tensor | tuple[int, int]
-    mask: torch.Tensor | None = None  # bool [rows, keys], True = visible
-    causal: bool = False
-    empty_rows: torch.Tensor | None = None  # bool [rows]: rows that see no key of this part
-    _additive: dict = field(default_factory=dict, repr=False)  # dtype -> 0/-inf mask, shared by all layers
-
-    def additive_mask(self, dtype: torch.dtype) -> torch.Tensor | None:
-        """The fused CPU kernel takes an additive mask in the query's dtype; built once per dtype."""
-        if self.mask is None:
-            return None
-        if dtype not in self._additive:
-            self._additive[dtype] = torch.zeros(self.mask.shape, dtype=dtype, device=self.mask.device).masked_fill_(
-                ~self.mask, float("-inf"))
-        return self._additive[dtype]
-
-    @property
-    def num_keys(self) -> int:
-        return self.keys[1] - self.keys[0] if isinstance(self.keys, tuple) else int(self.keys.shape[0])
-
-
-@dataclass
 class QueryBlock:
-    """Rows ``[start, end)``: their ancestors before the block (``prefix``) and the block itself (``own``).
-    The two parts run as separate fused kernels merged by log-sum-exp, so the usually-full ancestor part
-    needs no mask and the block's own rows use the kernel's causal mode when they form a chain."""
+    """Rows ``[start, end)``, a chain (each row the child of the one before), and ``prefix``: the ancestors
+    of its first row, which are ancestors of every row of the block. So the block's attention is exactly
+    "all of ``prefix``" plus "causal over its own rows": two fused kernels, no mask at all."""
 
     start: int
     end: int
-    prefix: KeyPart | None
-    own: KeyPart
+    prefix: torch.Tensor | tuple[int, int] | None  # a contiguous range (zero-copy view) or gathered indices
 
     @property
-    def num_keys(self) -> int:
-        return (self.prefix.num_keys if self.prefix else 0) + self.own.num_keys
+    def prefix_len(self) -> int:
+        if self.prefix is None:
+            return 0
+        return self.prefix[1] - self.prefix[0] if isinstance(self.prefix, tuple) else int(self.prefix.shape[0])
 
 
 @dataclass
@@ -89,8 +63,10 @@ class TreeAttentionPlan:
 
     @property
     def attended_pairs(self) -> int:
-        """Query-key pairs computed: the attention cost actually paid (block backend)."""
-        return sum((b.end - b.start) * b.num_keys for b in self.blocks)
+        """Query-key pairs computed: the attention cost actually paid (block backend; a causal part pays
+        its lower triangle)."""
+        return sum((b.end - b.start) * b.prefix_len + (b.end - b.start) * (b.end - b.start + 1) // 2
+                   for b in self.blocks)
 
 
 def resolve_backend(backend: str, device: torch.device) -> str:
@@ -113,38 +89,24 @@ def make_plan(subtree_end: torch.Tensor, backend: str = "auto", block_size: int 
     return plan
 
 
-# A contiguous key range is used instead of a gather when at most this share of it is invisible.
-_MAX_RANGE_WASTE = 0.25
-
-
 def _query_blocks(subtree_end: torch.Tensor, block_size: int) -> list[QueryBlock]:
+    """Cut the preorder rows into chains: a new block starts where a row is not the child of the row before
+    it (a sibling branch begins: ``subtree_end[k - 1] <= k``) or the block is full."""
     n = subtree_end.shape[0]
     index = torch.arange(n, device=subtree_end.device)
+    branch_starts = (subtree_end[:-1] <= index[1:]).nonzero().flatten().add(1).tolist()
+    cuts = sorted({0, n, *branch_starts})
     blocks = []
-    for start in range(0, n, block_size):
-        end = min(start + block_size, n)
-        rows = index[start:end, None]
-        # The block's own rows: a chain exactly when every row's subtree reaches past the block's end.
-        own_ends = subtree_end[start:end]
-        if bool((own_ends[:-1] >= end).all()):
-            own = KeyPart((start, end), causal=True)
-        else:
-            own = KeyPart((start, end), mask=(index[None, start:end] <= rows) & (rows < own_ends[None, :]))
-        visible = index[:start][subtree_end[:start] > start]  # ancestors reaching into the block
-        prefix = None
-        if visible.numel():
-            lo = int(visible[0])
-            if (start - lo) * (1 - _MAX_RANGE_WASTE) <= visible.shape[0]:
-                keys, key_index = (lo, start), index[lo:start]
-            else:
-                keys = key_index = visible
-            ends = subtree_end[key_index]
-            if bool((ends >= end).all()):
-                prefix = KeyPart(keys)  # every row sees every key: no mask
-            else:
-                mask = rows < ends[None, :]
-                prefix = KeyPart(keys, mask=mask, empty_rows=~mask.any(dim=1))
-        blocks.append(QueryBlock(start, end, prefix, own))
+    for run_start, run_end in zip(cuts, cuts[1:]):
+        for start in range(run_start, run_end, block_size):
+            end = min(start + block_size, run_end)
+            ancestors = index[:start][subtree_end[:start] > start]
+            prefix: torch.Tensor | tuple[int, int] | None = None
+            if ancestors.numel():
+                lo = int(ancestors[0])
+                contiguous = ancestors.numel() == start - lo
+                prefix = (lo, start) if contiguous else ancestors
+            blocks.append(QueryBlock(start, end, prefix))
     return blocks
 
 
@@ -158,54 +120,51 @@ _flash = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu
 _flash_backward = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward
 
 
-class _TwoPartAttention(torch.autograd.Function):
-    """softmax over (prefix keys ∪ own keys) computed as two fused kernels merged by log-sum-exp.
+class _ChainBlockAttention(torch.autograd.Function):
+    """softmax over (all prefix keys ∪ causal own keys), as two fused kernels merged by log-sum-exp.
 
-    Backward uses the flash backward of each part with the *merged* output and log-sum-exp, which gives
-    exactly each part's share of dQ and its own dK, dV (as in split-KV / ring attention)."""
+    Backward runs the flash backward of each part with the *merged* output and log-sum-exp, which gives
+    exactly each part's share of dQ and its own dK, dV (as split-KV and ring attention do)."""
 
     @staticmethod
-    def forward(ctx, q, k1, v1, m1, empty1, k2, v2, m2, causal2, scale):
-        out2, lse2 = _flash(q, k2, v2, 0.0, causal2, attn_mask=m2, scale=scale)
-        if k1 is None:
-            out, lse = out2, lse2
-        else:
-            out1, lse1 = _flash(q, k1, v1, 0.0, False, attn_mask=m1, scale=scale)
-            if empty1 is not None and bool(empty1.any()):  # the kernel reports 0, not -inf, for such rows
-                lse1 = lse1.masked_fill(empty1, float("-inf"))
-            lse = torch.logaddexp(lse1, lse2)
-            out = out1 * torch.exp(lse1 - lse).unsqueeze(-1) + out2 * torch.exp(lse2 - lse).unsqueeze(-1)
-        ctx.save_for_backward(q, k1, v1, m1, k2, v2, m2, out, lse)
-        ctx.causal2, ctx.scale, ctx.has_prefix = causal2, scale, k1 is not None
+    def forward(ctx, q, k_prefix, v_prefix, k_own, v_own, scale):
+        out, lse = _flash(q, k_own, v_own, 0.0, True, scale=scale)
+        if k_prefix is not None:
+            out_p, lse_p = _flash(q, k_prefix, v_prefix, 0.0, False, scale=scale)
+            merged = torch.logaddexp(lse_p, lse)
+            out = out_p * torch.exp(lse_p - merged).unsqueeze(-1) + out * torch.exp(lse - merged).unsqueeze(-1)
+            lse = merged
+        ctx.save_for_backward(q, k_prefix, v_prefix, k_own, v_own, out, lse)
+        ctx.scale = scale
         return out
 
     @staticmethod
     def backward(ctx, grad_out):
-        q, k1, v1, m1, k2, v2, m2, out, lse = ctx.saved_tensors
+        q, k_prefix, v_prefix, k_own, v_own, out, lse = ctx.saved_tensors
         grad_out = grad_out.contiguous()
-        dq, dk2, dv2 = _flash_backward(grad_out, q, k2, v2, out, lse, 0.0, ctx.causal2, attn_mask=m2, scale=ctx.scale)
-        dk1 = dv1 = None
-        if ctx.has_prefix:
-            dq1, dk1, dv1 = _flash_backward(grad_out, q, k1, v1, out, lse, 0.0, False, attn_mask=m1, scale=ctx.scale)
-            dq = dq + dq1
-        return dq, dk1, dv1, None, None, dk2, dv2, None, None, None
+        dq, dk_own, dv_own = _flash_backward(grad_out, q, k_own, v_own, out, lse, 0.0, True, scale=ctx.scale)
+        dk_prefix = dv_prefix = None
+        if k_prefix is not None:
+            dq_p, dk_prefix, dv_prefix = _flash_backward(grad_out, q, k_prefix, v_prefix, out, lse, 0.0, False,
+                                                         scale=ctx.scale)
+            dq = dq + dq_p
+        return dq, dk_prefix, dv_prefix, dk_own, dv_own, None
 
 
 def block_tree_attention(
     query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, plan: TreeAttentionPlan, scaling: float
 ) -> torch.Tensor:
-    """Each query block against only the keys it can see. query [B, H, L, D]; key/value [B, Hkv, L, D]."""
+    """Each chain block against exactly the keys it can see. query [B, H, L, D]; key/value [B, Hkv, L, D]."""
     outputs = []
     for block in plan.blocks:
-        q = query[:, :, block.start : block.end].contiguous()
-        prefix, own = block.prefix, block.own
-        k1 = v1 = m1 = empty1 = None
-        if prefix is not None:
-            k1, v1 = _select(key, prefix.keys).contiguous(), _select(value, prefix.keys).contiguous()
-            m1, empty1 = prefix.additive_mask(query.dtype), prefix.empty_rows
-        k2, v2 = _select(key, own.keys).contiguous(), _select(value, own.keys).contiguous()
-        outputs.append(_TwoPartAttention.apply(
-            q, k1, v1, m1, empty1, k2, v2, own.additive_mask(query.dtype), own.causal, scaling))
+        rows = slice(block.start, block.end)
+        k_prefix = v_prefix = None
+        if block.prefix is not None:
+            k_prefix = _select(key, block.prefix).contiguous()
+            v_prefix = _select(value, block.prefix).contiguous()
+        outputs.append(_ChainBlockAttention.apply(
+            query[:, :, rows].contiguous(), k_prefix, v_prefix,
+            key[:, :, rows].contiguous(), value[:, :, rows].contiguous(), scaling))
     return torch.cat(outputs, dim=2)
 
 
