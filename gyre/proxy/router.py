@@ -29,6 +29,7 @@ from typing import Any
 
 from gyre.rollout.base import (
     EngineAsleepError,
+    common_prefix_length,
     Generation,
     KVState,
     RolloutEngine,
@@ -338,7 +339,7 @@ class Router:
             for session_id in sorted(self._sessions.get(execution_id, ())):
                 state = await source.engine.export_session(session_id)
                 if state is not None and session_id in retry_prompts:
-                    state = truncate_state(state, common_prefix(state.tokens, retry_prompts[session_id]))
+                    state = truncate_state(state, common_prefix_length(state.tokens, retry_prompts[session_id]))
                 if state is None or not state.tokens:
                     report.kv_missing += 1
                     continue
@@ -349,14 +350,6 @@ class Router:
             del self._moving[execution_id]
             moving.set()
             self._notify()
-
-
-def common_prefix(a: list[int], b: list[int]) -> int:
-    limit = min(len(a), len(b))
-    for index in range(limit):
-        if a[index] != b[index]:
-            return index
-    return limit
 
 
 def truncate_state(state: KVState, length: int) -> KVState:

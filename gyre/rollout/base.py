@@ -72,6 +72,15 @@ class KVState:
     meta: dict[str, Any] = field(default_factory=dict)
 
 
+def common_prefix_length(a: list[int], b: list[int]) -> int:
+    """Length of the longest common prefix of two token lists (how much of a cache a prompt can reuse)."""
+    limit = min(len(a), len(b))
+    for i in range(limit):
+        if a[i] != b[i]:
+            return i
+    return limit
+
+
 @runtime_checkable
 class RolloutEngine(Protocol):
     weight_version: int

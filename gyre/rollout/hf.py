@@ -35,6 +35,7 @@ import torch
 
 from gyre.rollout.base import (
     EngineAsleepError,
+    common_prefix_length,
     Generation,
     InvalidTokenError,
     KVState,
@@ -42,7 +43,7 @@ from gyre.rollout.base import (
     SamplingParams,
 )
 from gyre.rollout.hf_runner import HFRunner, RowCache
-from gyre.rollout.kv_store import LayerKV, SessionKV, SessionStore, common_prefix_length
+from gyre.rollout.kv_store import LayerKV, SessionKV, SessionStore
 from gyre.rollout.metrics import EngineCounters, ThroughputMeter
 from gyre.rollout.sampling import RowSampler, check_token_ids, sample_rows
 

@@ -60,15 +60,6 @@ def _compact(tensor: torch.Tensor) -> torch.Tensor:
     return tensor.clone(memory_format=torch.contiguous_format)
 
 
-def common_prefix_length(a: list[int], b: list[int]) -> int:
-    """Length of the longest common prefix of two token lists."""
-    limit = min(len(a), len(b))
-    for i in range(limit):
-        if a[i] != b[i]:
-            return i
-    return limit
-
-
 class SessionStore:
     """Idle session caches in least-recently-used order, within ``max_tokens`` together with the tokens
     held by running calls (``reserved`` in ``put``/``evict``): running caches cannot be evicted, idle ones

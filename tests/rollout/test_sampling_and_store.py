@@ -6,7 +6,8 @@ import pytest
 import torch
 
 from gyre.rollout.base import InvalidTokenError
-from gyre.rollout.kv_store import SessionKV, SessionStore, common_prefix_length
+from gyre.rollout.base import common_prefix_length
+from gyre.rollout.kv_store import SessionKV, SessionStore
 from gyre.rollout.metrics import ThroughputMeter
 from gyre.rollout.sampling import RowSampler, _nucleus, check_token_ids, sample_rows
 
