@@ -103,7 +103,7 @@ def plot_timeline(timelines: dict[str, list[tuple[float, str]]], until: float, p
     ax.set_xlabel("seconds")
     ax.set_title(title)
     ax.legend(handles=[Patch(color=c, label=r) for r, c in ROLE_COLOURS.items() if r != "dead"],
-              loc="upper center", bbox_to_anchor=(0.5, -0.25), ncol=4, frameon=False)
+              loc="upper center", bbox_to_anchor=(0.5, -0.45), ncol=4, frameon=False)
     fig.tight_layout()
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
