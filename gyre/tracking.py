@@ -95,7 +95,7 @@ def plot_timeline(timelines: dict[str, list[tuple[float, str]]], until: float, p
     from matplotlib.patches import Patch
 
     origin = min((t for events in timelines.values() for t, _ in events), default=0.0)
-    fig, ax = plt.subplots(figsize=(10, 0.5 + 0.45 * len(timelines)))
+    fig, ax = plt.subplots(figsize=(11, max(2.0, 0.8 + 0.45 * len(timelines))))
     for row, (cell, events) in enumerate(sorted(timelines.items(), reverse=True)):
         for (start, role), (end, _) in zip(events, events[1:] + [(until, None)]):
             ax.barh(row, end - start, left=start - origin, color=ROLE_COLOURS.get(role, "#999999"), height=0.8)
@@ -103,7 +103,7 @@ def plot_timeline(timelines: dict[str, list[tuple[float, str]]], until: float, p
     ax.set_xlabel("seconds")
     ax.set_title(title)
     ax.legend(handles=[Patch(color=c, label=r) for r, c in ROLE_COLOURS.items() if r != "dead"],
-              loc="upper center", bbox_to_anchor=(0.5, -0.45), ncol=4, frameon=False)
+              loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False)
     fig.tight_layout()
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
