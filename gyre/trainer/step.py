@@ -70,7 +70,8 @@ def microbatch_backward(
 
 @torch.no_grad()
 def proximal_logprobs(model: torch.nn.Module, batches: list[PackedBatch], loss_cfg: LossConfig, step_cfg: StepConfig):
-    """The current policy's log-probs at every edge, before any update (decoupled PPO's proximal policy)."""
+    """The current policy's log-probs at every edge, without gradients (e.g. to give a trainer that runs
+    several updates per batch a fixed proximal policy)."""
     device = next(model.parameters()).device
     return [
         tree_logprobs(
@@ -112,14 +113,9 @@ def train_step(
     started = time.perf_counter()
     model.train()
     optimizer.zero_grad(set_to_none=True)
-    proximal = proximal_logprobs(model, batches, loss_cfg, step_cfg) if loss_cfg.proximal == "recompute" else None
-    per_batch = [
-        microbatch_backward(
-            model, batch, loss_cfg, step_cfg,
-            proximal_logp=None if proximal is None else proximal[index], ref_model=ref_model,
-        )
-        for index, batch in enumerate(batches)
-    ]
+    # With algo.proximal=recompute each micro-batch takes its proximal log-probs from its own forward (the
+    # weights do not change until the optimizer steps), so no separate pass is needed.
+    per_batch = [microbatch_backward(model, batch, loss_cfg, step_cfg, ref_model=ref_model) for batch in batches]
     max_norm = step_cfg.max_grad_norm if step_cfg.max_grad_norm is not None else float("inf")
     grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
     optimizer.step()

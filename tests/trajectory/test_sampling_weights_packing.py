@@ -12,7 +12,6 @@ from gyre.trajectory import (
     assign_loss_weights,
     build_tree,
     pack_trees,
-    prune_tree,
     select_paths,
 )
 from gyre.trajectory.processor import TrajectoryConfig, process_executions
