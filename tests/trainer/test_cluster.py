@@ -20,12 +20,18 @@ LR = 1e-3
 
 
 def step_batches():
+    """A long first micro-batch (one big tree) then small ones: the satellite's join lands while the core is
+    busy with the first, so it is really mid-step, and there is work left for it to pull."""
     spec = WorkloadSpec(turns=3, system_tokens=16, task_tokens=16, response_tokens=(4, 10), tool_tokens=(4, 12))
+    big = WorkloadSpec(turns=60, response_tokens=(40, 80), tool_tokens=(200, 400), subagents=4)
     executions = [synthetic_execution(f"e{i}", spec, seed=i, group=f"g{i % 3}") for i in range(8)]
+    executions.append(synthetic_execution("big", big, seed=99, group="g0"))
     for i, execution in enumerate(executions):
         execution.reward = float(i % 2)
     trees = process_executions(executions, TrajectoryConfig(max_paths=None))
-    return pack_trees(trees, max_tokens=max(t.num_tokens for t in trees))  # one tree per micro-batch
+    large = [t for t in trees if t.execution_id == "big"]
+    small = [t for t in trees if t.execution_id != "big"]
+    return pack_trees(large, 10**9) + pack_trees(small, max_tokens=max(t.num_tokens for t in small))
 
 
 @pytest.fixture(scope="module")
@@ -45,7 +51,7 @@ def cluster(ray_session):
 
 def test_streaming_step_with_a_satellite_joining_mid_step_equals_one_trainer(cluster, tiny_model_path):
     batches = step_batches()
-    assert len(batches) >= 6
+    assert len(batches) >= 6 and batches[0].num_tokens > 10 * batches[1].num_tokens
     reference = load_model(tiny_model_path)
     optimizer = torch.optim.AdamW(reference.parameters(), lr=LR, weight_decay=0.0)
     train_step(reference, optimizer, batches, LossConfig(), StepConfig(attention_backend="block"), )
@@ -54,8 +60,8 @@ def test_streaming_step_with_a_satellite_joining_mid_step_equals_one_trainer(clu
         await cluster.start_rollout()
         await cluster.switch(cluster.core_id, Role.TRAIN)
         task = asyncio.create_task(cluster.train_step(batches, max_grad_norm=1.0))
-        while cluster.step is None or not cluster.step.stats:
-            await asyncio.sleep(0.01)  # the core has trained at least one micro-batch
+        while cluster.step is None or not cluster.step.inflight:
+            await asyncio.sleep(0.01)  # the core is training the long first micro-batch
         await cluster.switch("cell1", Role.TRAIN)
         metrics = await task
         return metrics
