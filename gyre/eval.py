@@ -22,7 +22,8 @@ import hydra
 from omegaconf import DictConfig
 
 from gyre.harness.config import HarnessConfig
-from gyre.harness.factory import make_pool, plain
+from gyre.config import to_plain as plain
+from gyre.harness.factory import make_pool
 from gyre.harness.harnesses import get_harness
 from gyre.harness.report import execution_rows, format_table, summarise
 

@@ -10,6 +10,7 @@ import dataclasses
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from gyre.config import to_plain
 from gyre.harness.config import HarnessConfig
 from gyre.harness.endpoint import ModelEndpoint, ProxyEndpoint
 from gyre.harness.execution import ExecutionRunner
@@ -19,15 +20,6 @@ from gyre.harness.pool import ExecutionPool
 if TYPE_CHECKING:
     from gyre.envs import Sandbox
     from gyre.proxy.server import ProxyServer
-
-
-def plain(section: Any) -> Any:
-    """A Hydra/OmegaConf node as plain dicts and lists (anything else unchanged)."""
-    if type(section).__name__ in ("DictConfig", "ListConfig"):
-        from omegaconf import OmegaConf  # only when given OmegaConf nodes
-
-        return OmegaConf.to_container(section, resolve=True)
-    return section
 
 
 def make_runner(
@@ -61,8 +53,8 @@ def make_pool(
     server holds it)."""
     from gyre.envs import Sandbox
 
-    harness_config = HarnessConfig.from_mapping(plain(cfg.harness))
-    env = plain(cfg.env) if "env" in cfg else {}
+    harness_config = HarnessConfig.from_mapping(to_plain(cfg.harness))
+    env = to_plain(cfg.env) if "env" in cfg else {}
     if sandbox is None:
         sandbox = Sandbox.from_config(env.get("sandbox"))
     if endpoint is None and server is not None:

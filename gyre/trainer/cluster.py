@@ -196,8 +196,6 @@ class Cluster:
             self.core.send_weights.remote(spec),
             *[self.actors[c].receive_weights.remote(self._rank(spec, i + 1), self.version) for i, c in enumerate(others)],
         )
-        if self.roles[self.core_id].role == Role.ROLLOUT:
-            await self.core.enter_rollout.remote()  # its engine takes the new weights between calls
 
     # Checkpoints and teardown -----------------------------------------------------------------------
 

@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from gyre.harness.execution import is_scorable
 from gyre.protocol import Execution
 from gyre.scheduler import Dispatch, Role, SchedulerState, StartTrainStep, SwitchCell
 from gyre.scheduler.policies import Policy
@@ -41,6 +42,13 @@ class LoopConfig:
     poll_s: float = 0.2  # how often the loop re-observes when nothing happened
     resume: bool = False
     seed: int = 0
+
+
+def rewards_by_domain(executions: list[Execution]) -> dict[str, list[float]]:
+    by_domain: dict[str, list[float]] = defaultdict(list)
+    for execution in executions:
+        by_domain[execution.domain or "unknown"].append(execution.reward)
+    return dict(by_domain)
 
 
 class Driver:
@@ -124,7 +132,7 @@ class Driver:
             self.buffer.finish(group_id, None, scorable=False)  # type: ignore[arg-type]
         else:
             execution: Execution = future.result()
-            scorable = not execution.reward_detail.get("unscorable", False)
+            scorable = is_scorable(execution)
             self.buffer.finish(group_id, execution, scorable=scorable)
             self.finished_log.append({
                 "domain": execution.domain, "reward": execution.reward, "status": execution.status,
@@ -151,9 +159,11 @@ class Driver:
         self.training.add_done_callback(lambda _: self._wake.set())
 
     async def _train(self, groups: list[Group]) -> None:
-        executions = [e for group in groups for e in group.finished]
-        for execution in executions:
-            execution.group = next(g.id for g in groups if execution in g.finished)
+        executions = []
+        for group in groups:
+            for execution in group.finished:
+                execution.group = group.id  # advantages compare the members of one dispatched group
+                executions.append(execution)
         trees = process_executions(executions, self.trajectory_cfg)
         batches = pack_trees(trees, self.cfg.max_tokens_per_microbatch)
         version = self.cluster.version
@@ -178,10 +188,7 @@ class Driver:
         rewards = np.asarray([e.reward for e in executions])
         metrics["reward/mean"] = float(rewards.mean())
         metrics["pass_rate"] = float((rewards >= 1.0).mean())
-        by_domain: dict[str, list[float]] = defaultdict(list)
-        for e in executions:
-            by_domain[e.domain or "unknown"].append(e.reward)
-        for domain, values in by_domain.items():
+        for domain, values in rewards_by_domain(executions).items():
             metrics[f"reward/{domain}"] = float(np.mean(values))
             metrics[f"pass_rate/{domain}"] = float(np.mean(np.asarray(values) >= 1.0))
         statuses = [e.status for e in executions]
@@ -231,12 +238,9 @@ class Driver:
     async def validate(self, step: int) -> dict[str, float]:
         """Every held-out task once with the current weights (not trained on); logged as val/*."""
         futures = [self.pool.submit(task, group=f"val-{step}", sample_index=0) for task in self.val_tasks]
-        executions = [e for e in await asyncio.gather(*futures) if not e.reward_detail.get("unscorable", False)]
+        executions = [e for e in await asyncio.gather(*futures) if is_scorable(e)]
         metrics: dict[str, float] = {}
-        by_domain: dict[str, list[float]] = defaultdict(list)
-        for e in executions:
-            by_domain[e.domain or "unknown"].append(e.reward)
-        for domain, values in by_domain.items():
+        for domain, values in rewards_by_domain(executions).items():
             metrics[f"val/pass_rate/{domain}"] = float(np.mean(np.asarray(values) >= 1.0))
             metrics[f"val/score/{domain}"] = float(np.mean(values))
         metrics["val/policy_version"] = step
