@@ -1,7 +1,7 @@
 """Gyre's reference agent: ``python -m gyre.harness.reference --instruction-file TASK.md --workspace DIR``.
 
-It talks to an OpenAI-compatible endpoint (``OPENAI_BASE_URL``, ``OPENAI_API_KEY``: the Gyre proxy) with
-the ``openai`` SDK and works in ``--workspace`` with the tools bash, read_file, write_file, edit_file,
+It talks to an OpenAI-compatible chat endpoint (``OPENAI_BASE_URL``, ``OPENAI_API_KEY``: the Gyre proxy)
+and works in ``--workspace`` with the tools bash, read_file, write_file, edit_file,
 delegate and finish. It runs already inside the execution's sandbox, so tools execute directly.
 
 Why it exists: it is the harness the tiny model is trained with and the one the tests use, so it must
@@ -24,7 +24,7 @@ Exit codes (the execution maps them to a status): 0 finished (``finish`` called)
 11 the model endpoint failed (unreachable, key closed, refused request), 2 bad command line, 1 anything
 else. The last line on stdout is a JSON summary (turns, calls, retries, compactions, sub-agents).
 
-Standard library + ``openai`` only: this runs once per execution and must start fast and never import torch.
+Standard library only: this runs once per execution and must start fast and never import torch.
 """
 
 from __future__ import annotations
@@ -133,53 +133,99 @@ class Reply:
 
 
 class Model:
-    """The OpenAI chat endpoint, one ``chat`` per model call, with the agent role in a header."""
+    """The OpenAI chat endpoint, one ``chat`` per model call, with the agent role in a header.
+
+    Plain HTTP from the standard library rather than the ``openai`` SDK: importing the SDK costs about a
+    CPU-second, paid once per execution, which on a busy host slows every execution running beside it.
+    The wire format is the SDK's (the proxy is tested against the SDK itself)."""
+
+    RETRY_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
 
     def __init__(self, settings: Settings, stats: Stats) -> None:
-        import openai  # here, so --help and usage errors stay instant
+        import urllib.request  # here, so --help and usage errors stay instant
 
-        self._openai = openai
+        self._urllib = urllib
         self.settings = settings
         self.stats = stats
-        self.client = openai.OpenAI(max_retries=settings.api_retries, timeout=settings.request_timeout_s)
+        base = os.environ.get("OPENAI_BASE_URL", "").rstrip("/")
+        self.url = f"{base}/chat/completions"
+        self.key = os.environ.get("OPENAI_API_KEY", "")
+        # No proxies from the environment: the endpoint is the Gyre proxy, usually on loopback.
+        self.opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
     def chat(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], role: str, *, allow_tools: bool = True) -> Reply:
         """One call. ``allow_tools=False`` keeps the tools in the prompt (so it extends the conversation's
         prefix) but asks for text only (``tool_choice: none``), as a summary call does."""
-        options: dict[str, Any] = {"max_tokens": self.settings.max_tokens}
+        body: dict[str, Any] = {"model": self.settings.model, "messages": messages, "tools": tools,
+                                "max_tokens": self.settings.max_tokens}
         if self.settings.temperature is not None:
-            options["temperature"] = self.settings.temperature
+            body["temperature"] = self.settings.temperature
         if not allow_tools:
-            options["tool_choice"] = "none"
+            body["tool_choice"] = "none"
         self.stats.calls += 1
-        try:
-            response = self.client.chat.completions.create(
-                model=self.settings.model,
-                messages=messages,
-                tools=tools,
-                extra_headers={AGENT_HEADER: role},
-                **options,
-            )
-        except self._openai.BadRequestError as error:
-            if "prompt is too long" in str(error):
-                raise PromptTooLong(str(error)) from error
-            raise ModelError(f"{role} call refused: {error}") from error
-        except self._openai.OpenAIError as error:
-            raise ModelError(f"{role} call failed: {type(error).__name__}: {error}") from error
-        if not response.choices:
+        response = self._post(body, role)
+        choices = response.get("choices") or []
+        if not choices:
             raise ModelError(f"{role} call returned no choices")
-        message = response.choices[0].message
-        calls = [(c.id, c.function.name, c.function.arguments) for c in (message.tool_calls or [])]
-        out: dict[str, Any] = {"role": "assistant", "content": message.content or ""}
-        reasoning = (message.model_extra or {}).get("reasoning_content")
-        if reasoning:
-            out["reasoning_content"] = reasoning  # sent back so the proxy can extend the prompt token-exactly
+        message = choices[0].get("message") or {}
+        calls = [(c.get("id", ""), c["function"]["name"], c["function"].get("arguments"))
+                 for c in message.get("tool_calls") or []]
+        out: dict[str, Any] = {"role": "assistant", "content": message.get("content") or ""}
+        if message.get("reasoning_content"):
+            out["reasoning_content"] = message["reasoning_content"]  # sent back so the proxy can extend the prompt token-exactly
         if calls:
             out["tool_calls"] = [
                 {"id": cid, "type": "function", "function": {"name": name, "arguments": args or "{}"}} for cid, name, args in calls
             ]
-        usage = response.usage.prompt_tokens if response.usage else None
+        usage = (response.get("usage") or {}).get("prompt_tokens")
         return Reply(out, calls, usage)
+
+    def _post(self, body: dict[str, Any], role: str) -> dict[str, Any]:
+        """POST with ``api_retries`` retries on connection errors and retryable statuses (honouring
+        ``retry-after``); a refused request raises at once, naming the endpoint's message."""
+        urllib = self._urllib
+        data = json.dumps(body).encode()
+        headers = {"content-type": "application/json", "authorization": f"Bearer {self.key}", AGENT_HEADER: role}
+        for attempt in range(self.settings.api_retries + 1):
+            last = attempt == self.settings.api_retries
+            request = urllib.request.Request(self.url, data=data, headers=headers, method="POST")
+            try:
+                with self.opener.open(request, timeout=self.settings.request_timeout_s) as response:
+                    raw = response.read()
+            except urllib.error.HTTPError as error:
+                message = _error_message(error.read())
+                if error.code in self.RETRY_STATUS and not last:
+                    time.sleep(_retry_after(error.headers.get("retry-after"), attempt))
+                    continue
+                if error.code == 400 and "prompt is too long" in message:
+                    raise PromptTooLong(message) from error
+                raise ModelError(f"{role} call refused (HTTP {error.code}): {message}") from error
+            except (urllib.error.URLError, OSError) as error:  # unreachable, connection reset, timed out
+                if not last:
+                    time.sleep(_retry_after(None, attempt))
+                    continue
+                raise ModelError(f"{role} call failed: {type(error).__name__}: {error}") from error
+            try:
+                return json.loads(raw)
+            except ValueError as error:  # not retried: the endpoint did serve (and record) this call
+                raise ModelError(f"{role} call returned a body that is not JSON: {raw[:200]!r}") from error
+        raise AssertionError("unreachable: the last attempt returns or raises")
+
+
+def _error_message(raw: bytes) -> str:
+    """The ``error.message`` of an OpenAI-shaped error body, else the body itself (cut to 2000 chars)."""
+    text = raw.decode("utf-8", errors="replace")
+    try:
+        return str(json.loads(text)["error"]["message"])
+    except (ValueError, KeyError, TypeError):
+        return text[:2000]
+
+
+def _retry_after(header: str | None, attempt: int) -> float:
+    try:
+        return min(30.0, max(0.0, float(header))) if header else min(8.0, 0.5 * 2**attempt)
+    except ValueError:
+        return min(8.0, 0.5 * 2**attempt)
 
 
 @dataclass

@@ -19,19 +19,25 @@ Input schema (one JSON object per line, one line per training step, as written b
     cells                         int (cell count) or list (one entry per cell)
     scheduler                     str (policy name) or {"name", "batch_size", "max_staleness", "rollout_cells"}
   optional:
-    rollout/tool_time_s           list[float] or summary: per-execution tool seconds (else --tool-fraction)
+    rollout/tool_time_s           list[float] or summary: per-execution seconds outside model calls (tools,
+                                  harness start-up, scoring); else --tool-fraction of the execution time
+    rollout/model_time_s          list[float] or summary: per-execution seconds inside model calls
     train/weight_sync_s           float  weight-sync time inside train/time_s (else 0)
     train/cells                   int    cells that trained this step (else: all for colocate, the
                                          complement of rollout_cells for async, all for elastic)
+    cells/capacity                int    executions one rollout cell serves at once (the scheduler's C_e;
+                                         else ceil(batch x (max_staleness + 1) / cells))
 
 What is fitted (everything else keeps conf/sim_config.yaml's value):
 - calls per execution: log-normal mean and log-space sigma;
 - decode and new-prefill tokens per call from tokens/policy and tokens/tree (tree tokens are already capped,
   so the preset uses trajectory.max_paths=null with ratio 1);
-- per-token decode time from the execution times once tool time (measured, or --tool-fraction of the mean
-  execution time) is taken out; the rate model is made flat (no concurrency dependence: one run at one
-  concurrency cannot tell the roofline's shape) and what is left of the execution-time spread beyond the
-  call-count spread goes to the per-call decode tokens;
+- per-token decode time from the model-call time (measured, or the execution time less --tool-fraction
+  of it); the rate model is made flat (no concurrency dependence: one run at one concurrency cannot tell
+  the roofline's shape);
+- per-call log-normal spreads of decode tokens and tool seconds chosen so that their sums over an
+  execution reproduce the measured per-execution spreads (squared coefficient of variation) of the model
+  and tool times, net of the call-count spread;
 - training: least squares of train/time_s on tokens/tree (slope -> achieved FLOP/s per GPU with
   --active-params-b, intercept -> step overhead), switch costs as measured means.
 """
@@ -56,35 +62,53 @@ class CalibrationError(ValueError):
 
 @dataclass
 class Spread:
-    """A positive quantity's mean and log-space sigma (what a mean-parametrised log-normal needs)."""
+    """A positive quantity's mean, log-space sigma (what a mean-parametrised log-normal needs) and squared
+    coefficient of variation (what a sum of per-call draws must reproduce)."""
 
     mean: float
     sigma: float
+    cv2: float
 
 
 def spread(value: Any, where: str) -> Spread:
-    """From a list of samples or a {mean, p50, p90} summary."""
+    """From a list of samples or a {mean, p50, p90} summary (whose CV is the log-normal one of its sigma)."""
     if isinstance(value, list):
         xs = np.asarray([v for v in value if isinstance(v, (int, float)) and v > 0], dtype=float)
         if len(xs) == 0:
             raise CalibrationError(f"{where}: no positive numbers in the list")
-        return Spread(float(xs.mean()), float(np.log(xs).std()) if len(xs) > 1 else 0.0)
+        if len(xs) == 1:
+            return Spread(float(xs[0]), 0.0, 0.0)
+        return Spread(float(xs.mean()), float(np.log(xs).std()), float(xs.var() / xs.mean() ** 2))
     if isinstance(value, dict):
         if "mean" not in value:
             raise CalibrationError(f"{where}: a summary needs 'mean' (and 'p50', 'p90' for the spread)")
         sigma = 0.0
         if value.get("p50") and value.get("p90"):
             sigma = max(0.0, math.log(value["p90"] / value["p50"]) / Z90)
-        return Spread(float(value["mean"]), sigma)
+        return Spread(float(value["mean"]), sigma, math.expm1(sigma**2))
     raise CalibrationError(f"{where}: expected a list of numbers or a {{mean, p50, p90}} summary, got {value!r}")
 
 
 def pooled(spreads: list[Spread], weights: list[float]) -> Spread:
-    """Combine per-step spreads (weighted by executions): pooled mean and root-mean-square sigma."""
+    """Combine per-step spreads (weighted by executions): pooled mean, root-mean-square sigma, mean CV^2."""
     w = np.asarray(weights, dtype=float)
     means = np.asarray([s.mean for s in spreads])
     sigmas = np.asarray([s.sigma for s in spreads])
-    return Spread(float((w * means).sum() / w.sum()), float(math.sqrt((w * sigmas**2).sum() / w.sum())))
+    cv2 = np.asarray([s.cv2 for s in spreads])
+    return Spread(float((w * means).sum() / w.sum()), float(math.sqrt((w * sigmas**2).sum() / w.sum())),
+                  float((w * cv2).sum() / w.sum()))
+
+
+def per_call_sigma(execution_cv2: float, calls: float) -> float:
+    """Log-space sigma of per-call draws whose sum over ``calls`` calls has the execution's CV^2.
+
+    A sum of n independent log-normals of sigma s has CV^2 = (e^(s^2) - 1) / n, so s^2 = log(1 + n CV^2).
+    (Fitting the execution's own sigma to each call instead would shrink the spread by sqrt(n).)"""
+    return min(2.5, math.sqrt(math.log1p(max(1.0, calls) * max(0.0, execution_cv2))))
+
+
+def _lists(rows: list[dict[str, Any]], key: str) -> list[Any]:
+    return [r[key] for r in rows if key in r]
 
 
 def read_metrics(path: str | Path) -> list[dict[str, Any]]:
@@ -144,16 +168,26 @@ def fit(rows: list[dict[str, Any]], gpus_per_cell: int = 1, active_params_b: flo
     decode_per_call = per_exec_policy / calls.mean
     prefill_per_call = max(0.0, per_exec_tree - per_exec_policy) / calls.mean
 
-    tool_rows = [r["rollout/tool_time_s"] for r in rows if "rollout/tool_time_s" in r]
+    # Execution time = model-call time (decode, at the run's concurrency) + everything else (tools, harness
+    # start-up, scoring). Both are measured per execution when the run logs them; else the split is assumed.
+    tool_rows, model_rows = _lists(rows, "rollout/tool_time_s"), _lists(rows, "rollout/model_time_s")
     if tool_rows:
         tool = pooled([spread(t, "rollout/tool_time_s") for t in tool_rows], [1.0] * len(tool_rows))
-        tool_per_exec, tool_sigma, tool_source = tool.mean, tool.sigma, "measured (rollout/tool_time_s)"
+        tool_source = "measured (rollout/tool_time_s)"
     else:
-        tool_per_exec, tool_sigma = tool_fraction * duration.mean, 0.0
+        tool = Spread(tool_fraction * duration.mean, 0.0, 0.0)
         tool_source = f"assumed: --tool-fraction {tool_fraction} of the mean execution time"
-    decode_s_per_token = max(1e-9, (duration.mean - tool_per_exec) / per_exec_policy)
-    extra = max(0.0, duration.sigma**2 - calls.sigma**2)
-    decode_sigma = min(2.5, math.sqrt(math.log1p(calls.mean * math.expm1(extra))))
+    if model_rows:
+        model = pooled([spread(m, "rollout/model_time_s") for m in model_rows], [1.0] * len(model_rows))
+    else:  # all of the execution-time variance is put on the model time
+        model_mean = max(1e-9, duration.mean - tool.mean)
+        model = Spread(model_mean, 0.0, duration.cv2 * (duration.mean / model_mean) ** 2)
+    decode_s_per_token = max(1e-9, model.mean / per_exec_policy)
+    # Per-call spreads that reproduce each part's per-execution spread, net of the call-count spread.
+    calls_cv2 = math.expm1(calls.sigma**2)
+    decode_sigma = per_call_sigma(max(0.0, model.cv2 - calls_cv2), calls.mean)
+    tool_sigma = per_call_sigma(max(0.0, tool.cv2 - calls_cv2), calls.mean) if tool_rows else 0.0
+    tool_per_exec = tool.mean
 
     # Training: time = intercept + slope x tree tokens, on the cells that trained.
     tokens = np.asarray([r["tokens/tree"] for r in rows], dtype=float)
@@ -173,7 +207,12 @@ def fit(rows: list[dict[str, Any]], gpus_per_cell: int = 1, active_params_b: flo
     r2t = _mean_of([r.get("switch/rollout_to_train_s") for r in rows])
     t2r = _mean_of([r.get("switch/train_to_rollout_s") for r in rows])
     staleness = int(sched.get("max_staleness", 1))
-    sessions = max(1, math.ceil(batch * (staleness + 1) / cells))
+    sessions = first.get("cells/capacity") or max(1, math.ceil(batch * (staleness + 1) / cells))
+    scheduler = {"batch_size": batch}
+    if sched.get("name") != "colocate":  # colocate runs ahead of nothing: its staleness says nothing
+        scheduler["max_staleness"] = staleness
+    if sched.get("rollout_cells"):  # async's split, as the run was configured
+        scheduler["rollout_cells"] = int(sched["rollout_cells"])
     return {
         "sim": {
             "name": "calibrated", "steps": len(rows), "cells": cells, "gpus_per_cell": gpus_per_cell,
@@ -191,7 +230,7 @@ def fit(rows: list[dict[str, Any]], gpus_per_cell: int = 1, active_params_b: flo
             "switch": {"rollout_to_train_s": r2t if r2t is not None else 0.0,
                        "train_to_rollout_s": t2r if t2r is not None else 0.0},
         },
-        "scheduler": {"batch_size": batch, "max_staleness": staleness},
+        "scheduler": scheduler,
         "trajectory": {"max_paths": None},
         "_notes": {"tool": tool_source, "train_cells": train_cells, "policy": sched.get("name"),
                    "measured_step_time_s": float(np.mean([r["step_time_s"] for r in rows])),
@@ -220,7 +259,7 @@ COMMENTS = {
     "active_params_b": "active parameters in billions (--active-params-b)",
     "weight_bytes": "0: weight reads are folded into the fitted per-token decode time",
     "kv_bytes_per_token": "0: KV reads folded into the fitted decode time (flat rate model)",
-    "engines_per_cell": "one engine per cell", "max_sessions": "ceil(batch x (max_staleness + 1) / cells)",
+    "engines_per_cell": "one engine per cell", "max_sessions": "the run's cells/capacity (the scheduler's C_e), else ceil(batch x (staleness + 1) / cells)",
     "step_overhead_s": None, "session_context_tokens": "derived from the workload",
     "trace": "log-normal workload", "calls_mean": "fitted: mean calls per execution",
     "calls_sigma": "fitted: log-space spread of calls", "max_calls": "mean x e^(4 sigma)",
@@ -228,12 +267,13 @@ COMMENTS = {
     "prefill_tokens_mean": "fitted: (tokens/tree - tokens/policy) per call",
     "prefill_tokens_sigma": "not identifiable from step metrics",
     "decode_tokens_mean": "fitted: tokens/policy per call",
-    "decode_tokens_sigma": "fitted: execution-time spread beyond the call-count spread",
-    "tool_s_mean": None, "tool_s_sigma": "fitted when tool times are measured, else 0",
+    "decode_tokens_sigma": "fitted: per-call spread giving the model time's per-execution spread",
+    "tool_s_mean": None, "tool_s_sigma": "fitted: per-call spread giving the tool time's per-execution spread",
     "timeout_s": "no timeout modelled", "achieved_tflops_per_gpu": "fitted: slope of train/time_s on tokens/tree",
     "weight_sync_s": "measured train/weight_sync_s mean (0 when absent)",
     "rollout_to_train_s": "measured mean", "train_to_rollout_s": "measured mean",
     "batch_size": "from the run's scheduler", "max_staleness": "from the run's scheduler",
+    "rollout_cells": "from the run's scheduler (async's fixed split)",
     "max_paths": "tree tokens are measured after the cap: no further ratio",
 }
 

@@ -27,11 +27,14 @@ def step_records(sim: Simulator) -> list[dict[str, Any]]:
             break
         ids = np.asarray(step["ids"], dtype=np.int64)
         window = [kind for when, kind in sim.switch_log if previous_end <= when < step["end"]]
+        seconds = table.finish_t[ids] - table.dispatch_t[ids]
         records.append({
             "step": index,
             "step_time_s": step["end"] - previous_end,
             "train/time_s": step["end"] - step["start"],
-            "rollout/execution_time_s": (table.finish_t[ids] - table.dispatch_t[ids]).tolist(),
+            "rollout/execution_time_s": seconds.tolist(),
+            "rollout/tool_time_s": table.tool_s[ids].tolist(),
+            "rollout/model_time_s": (seconds - table.tool_s[ids]).tolist(),
             "rollout/calls_per_execution": table.calls[ids].astype(int).tolist(),
             "tokens/tree": step["tree_tokens"] * sim.train.tree_ratio,
             "tokens/policy": step["policy_tokens"] * sim.train.tree_ratio,
@@ -39,6 +42,7 @@ def step_records(sim: Simulator) -> list[dict[str, Any]]:
             "switch/train_to_rollout_s": cfg.switch.train_to_rollout_s if "train_to_rollout" in window else None,
             "train/cells": step["cells"],
             "cells": cfg.cells,
+            "cells/capacity": sim.cap,
             "scheduler": {"name": sim.sched.name, "batch_size": sim.sched.batch_size,
                           "max_staleness": sim.sched.max_staleness, "rollout_cells": sim.sched.rollout_cells},
         })

@@ -58,6 +58,13 @@ class SimResult:
     def vs_ideal(self) -> float:
         return self.wall_time_s / self.ideal_time_s
 
+    @property
+    def steady_step_s(self) -> float:
+        """Mean step time after the first (which also fills the pipeline): what benchmarks/schedulers.py
+        reports as step_time for a real run."""
+        ends = self.step_end_s
+        return (ends[-1] - ends[0]) / (len(ends) - 1) if len(ends) > 1 else self.wall_time_s / max(1, self.steps)
+
     def fraction(self, *categories: str) -> float:
         total = sum(self.cell_s[c] for c in self.cell_s)
         return sum(self.cell_s[c] for c in categories) / total if total else 0.0
@@ -83,7 +90,7 @@ class SimResult:
         """Headline numbers (what the table and the JSON show)."""
         return {
             "policy": self.policy, "wall_time_s": self.wall_time_s, "wall_time_h": self.wall_time_s / 3600,
-            "mean_step_s": self.wall_time_s / self.steps, "ideal_time_s": self.ideal_time_s,
+            "mean_step_s": self.wall_time_s / self.steps, "steady_step_s": self.steady_step_s, "ideal_time_s": self.ideal_time_s,
             "vs_ideal": self.vs_ideal, "gpu_idle": self.gpu_idle, "rollout_idle": self.rollout_idle,
             "train_idle": self.train_idle, "switching": self.fraction("switching"),
             "staleness_mean": self.staleness_mean, "staleness_max": self.staleness_max, "switches": self.switches,

@@ -28,7 +28,7 @@ DONE = -2
 class ExecutionTable:
     """Column store of every dispatched execution, indexed by execution id (dispatch order)."""
 
-    FIELDS = ("calls", "decode0", "fixed0", "rem_decode", "rem_fixed", "delay", "tree_tokens", "policy_tokens",
+    FIELDS = ("calls", "decode0", "fixed0", "tool_s", "rem_decode", "rem_fixed", "delay", "tree_tokens", "policy_tokens",
               "dispatch_t", "deadline", "finish_t", "progress", "cell_s")
     INT_FIELDS = ("version", "cell", "finishes", "timed_out")
 
@@ -60,6 +60,7 @@ class ExecutionTable:
         self.calls[sl] = batch.calls
         self.decode0[sl] = self.rem_decode[sl] = batch.decode
         self.fixed0[sl] = self.rem_fixed[sl] = fixed_s
+        self.tool_s[sl] = batch.tool_s
         self.delay[sl] = 0.0
         self.tree_tokens[sl] = batch.tree_tokens
         self.policy_tokens[sl] = batch.decode

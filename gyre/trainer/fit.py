@@ -51,6 +51,11 @@ def rewards_by_domain(executions: list[Execution]) -> dict[str, list[float]]:
     return dict(by_domain)
 
 
+def model_seconds(execution: Execution) -> float:
+    """Seconds an execution spent inside model calls, as the proxy timed them (calls run one at a time)."""
+    return float(sum(call.timings.get("proxy_total_s", call.timings.get("total_s", 0.0)) for call in execution.calls))
+
+
 class Driver:
     def __init__(self, loop_cfg: LoopConfig, trajectory_cfg: TrajectoryConfig, policy: Policy, cluster: Any,
                  pool: Any, tasks: list[Any], tracker: Any, run_dir: Path, val_tasks: list[Any] | None = None,
@@ -138,6 +143,7 @@ class Driver:
                 "domain": execution.domain, "reward": execution.reward, "status": execution.status,
                 "calls": len(execution.calls), "scorable": scorable,
                 "seconds": execution.reward_detail.get("wall_s", float("nan")),
+                "model_seconds": model_seconds(execution),
             })
         self._wake.set()
 
@@ -201,6 +207,11 @@ class Driver:
         if seconds:
             metrics["rollout/execution_time_s"] = seconds
             metrics["rollout/execution_time_mean_s"] = float(np.mean(seconds))
+            # Split of each execution's wall time: inside model calls, and everything else (tools, harness
+            # start-up, scoring). Same order as execution_time_s; the simulator's calibration fits both.
+            timed = [f for f in self.finished_log if math.isfinite(f["seconds"])]
+            metrics["rollout/model_time_s"] = [f["model_seconds"] for f in timed]
+            metrics["rollout/tool_time_s"] = [max(0.0, f["seconds"] - f["model_seconds"]) for f in timed]
         metrics["rollout/calls_per_execution"] = [len(e.calls) for e in executions]
         metrics["rollout/calls_per_execution_mean"] = float(np.mean([len(e.calls) for e in executions]))
         # Names the simulator's calibration reads (gyre/sim/calibrate.py documents the schema).
@@ -232,7 +243,10 @@ class Driver:
                 metrics[f"switch/{kind}"] = float(np.mean(values))
         metrics["switch/count"] = len(switches)
         metrics["cells"] = len(self.cluster.ids)
-        metrics["scheduler"] = self.policy.name
+        metrics["cells/capacity"] = self.cluster.cfg.capacity
+        cfg = self.policy.cfg
+        metrics["scheduler"] = {"name": self.policy.name, "batch_size": cfg.batch_size,
+                                "max_staleness": cfg.max_staleness, "rollout_cells": cfg.rollout_cells}
         return metrics
 
     async def validate(self, step: int) -> dict[str, float]:

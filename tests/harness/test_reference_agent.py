@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 import time
+from typing import Self
 
 import pytest
 
@@ -130,3 +131,100 @@ def test_agent_tells_the_model_about_invalid_replies_and_stops_at_max_turns(tmp_
     # turn 1: two tries; the invalid call is answered with an error tool result; turn 2 sees it.
     assert model.seen == [("main", 2), ("main", 2), ("main", 4), ("main", 4)]
     assert agent.stats.invalid_turns == 2
+
+
+class ScriptedEndpoint:
+    """A real HTTP server on loopback answering POST /v1/chat/completions with scripted (status, body,
+    headers); it keeps every request's headers and JSON body."""
+
+    def __init__(self, answers: list[tuple[int, dict, dict]]) -> None:
+        import http.server
+        import threading
+
+        self.answers = list(answers)
+        self.requests: list[tuple[dict, dict]] = []
+        endpoint = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers["content-length"])))
+                endpoint.requests.append(({k.lower(): v for k, v in self.headers.items()}, body))
+                status, payload, headers = endpoint.answers.pop(0) if endpoint.answers else endpoint.answers_default
+                data = json.dumps(payload).encode()
+                self.send_response(status)
+                for key, value in {"content-type": "application/json", **headers}.items():
+                    self.send_header(key, value)
+                self.send_header("content-length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *args) -> None:
+                pass
+
+        self.answers_default = (401, {"error": {"message": "unknown API key", "type": "authentication_error"}}, {})
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+
+    def __enter__(self) -> Self:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def completion(content: str = "", tool_calls: list | None = None) -> tuple[int, dict, dict]:
+    message = {"role": "assistant", "content": content, **({"tool_calls": tool_calls} if tool_calls else {})}
+    return 200, {"choices": [{"index": 0, "message": message, "finish_reason": "stop"}], "usage": {"prompt_tokens": 42}}, {}
+
+
+def test_model_speaks_the_openai_wire_format_and_retries_overload(monkeypatch) -> None:
+    from gyre.harness.reference import Model
+
+    call = {"id": "call_1", "type": "function", "function": {"name": "bash", "arguments": '{"command": "ls"}'}}
+    overloaded = (429, {"error": {"message": "busy"}}, {"retry-after": "0"})
+    with ScriptedEndpoint([overloaded, completion("looking", [call])]) as endpoint:
+        monkeypatch.setenv("OPENAI_BASE_URL", endpoint.base_url)
+        monkeypatch.setenv("OPENAI_API_KEY", "key-1")
+        model = Model(Settings(max_tokens=7, api_retries=1), Stats())
+        reply = model.chat([{"role": "user", "content": "hi"}], MAIN_TOOLS, "sub", allow_tools=False)
+    assert reply.tool_calls == [("call_1", "bash", '{"command": "ls"}')] and reply.prompt_tokens == 42
+    assert reply.message["content"] == "looking" and reply.message["tool_calls"][0]["id"] == "call_1"
+    assert len(endpoint.requests) == 2  # the 429 was retried
+    headers, body = endpoint.requests[-1]
+    assert headers["authorization"] == "Bearer key-1" and headers["x-gyre-agent"] == "sub"
+    assert body["max_tokens"] == 7 and body["tool_choice"] == "none" and body["tools"] == MAIN_TOOLS
+
+
+def test_model_errors_name_the_problem(monkeypatch) -> None:
+    from gyre.harness.reference import Model, ModelError, PromptTooLong
+
+    too_long = (400, {"error": {"message": "prompt is too long: 70000 tokens > 65535 maximum"}}, {})
+    with ScriptedEndpoint([too_long]) as endpoint:  # then 401 for everything
+        monkeypatch.setenv("OPENAI_BASE_URL", endpoint.base_url)
+        model = Model(Settings(api_retries=2), Stats())
+        with pytest.raises(PromptTooLong, match="70000 tokens"):
+            model.chat([{"role": "user", "content": "hi"}], MAIN_TOOLS, "main")
+        with pytest.raises(ModelError, match="main call refused \\(HTTP 401\\): unknown API key"):
+            model.chat([{"role": "user", "content": "hi"}], MAIN_TOOLS, "main")
+    assert len(endpoint.requests) == 2  # neither a 400 nor a 401 is retried
+    monkeypatch.setenv("OPENAI_BASE_URL", endpoint.base_url)  # the server is gone now
+    with pytest.raises(ModelError, match="main call failed: URLError"):
+        Model(Settings(api_retries=0), Stats()).chat([{"role": "user", "content": "hi"}], MAIN_TOOLS, "main")
+
+
+def test_a_refused_key_ends_the_run_with_the_model_error_exit_code(tmp_path) -> None:
+    with ScriptedEndpoint([]) as endpoint:
+        env = {**os.environ, "OPENAI_BASE_URL": endpoint.base_url, "OPENAI_API_KEY": "closed"}
+        done = subprocess.run(
+            [sys.executable, "-m", "gyre.harness.reference", "--instruction", "x", "--workspace", str(tmp_path)],
+            capture_output=True, text=True, env=env, timeout=60, check=False,
+        )  # fmt: skip
+    summary = json.loads(done.stdout.strip().splitlines()[-1])["gyre_reference"]
+    assert done.returncode == 11 and summary["exit"] == "model_error", done.stderr
+    assert "HTTP 401" in summary["error"] and "unknown API key" in summary["error"]

@@ -104,3 +104,18 @@ def test_shipped_calibrated_preset_loads():
     assert (CONF_DIR / "sim" / "calibrated.yaml").is_file()
     root = load_config("calibrated")
     assert root.sim.name == "calibrated"
+
+
+def test_per_call_spreads_reproduce_the_execution_spread():
+    """Spreading an execution's measured CV^2 over its calls: the per-call draws summed give it back."""
+    import numpy as np
+
+    from gyre.sim.calibrate import per_call_sigma
+    from gyre.sim.workload import lognormal
+
+    rng = np.random.default_rng(0)
+    for calls, cv2 in [(18, 0.3), (4, 1.0), (100, 0.05)]:
+        sigma = per_call_sigma(cv2, calls)
+        totals = lognormal(rng, 1.0, sigma, 200_000 * calls).reshape(-1, calls).sum(axis=1)
+        assert totals.var() / totals.mean() ** 2 == pytest.approx(cv2, rel=0.1), (calls, cv2, sigma)
+    assert per_call_sigma(0.0, 18) == 0.0

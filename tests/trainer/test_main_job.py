@@ -27,8 +27,11 @@ def test_main_job_runs_under_each_scheduler(tmp_path, scheduler):
     assert done.returncode == 0, done.stderr[-3000:]
     steps = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     assert [s["step"] for s in steps] == [1, 2]
-    assert all(s["scheduler"] == scheduler and s["version"] == s["step"] for s in steps)
+    assert all(s["scheduler"]["name"] == scheduler and s["version"] == s["step"] for s in steps)
     assert all(s["executions/trained"] >= 4 and s["tokens/tree"] > 0 for s in steps)
+    for s in steps:  # each execution's wall time splits into model-call time and the rest (sim calibration)
+        split = zip(s["rollout/execution_time_s"], s["rollout/model_time_s"], s["rollout/tool_time_s"], strict=True)
+        assert all(model > 0 and abs(model + rest - wall) < 1e-6 for wall, model, rest in split), s
     assert (run_dir / "timeline.png").stat().st_size > 1000
     assert (run_dir / "checkpoints" / "latest").read_text().strip() == "step_000002"
     assert list((run_dir / "wandb").glob("offline-run-*"))
