@@ -27,6 +27,7 @@ Input schema (one JSON object per line, one line per training step, as written b
                                          complement of rollout_cells for async, all for elastic)
     cells/capacity                int    executions one rollout cell serves at once (the scheduler's C_e;
                                          else ceil(batch x (max_staleness + 1) / cells))
+    group_size                    int    samples per task (GRPO group; else 1)
 
 What is fitted (everything else keeps conf/sim_config.yaml's value):
 - calls per execution: log-normal mean and log-space sigma;
@@ -52,6 +53,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from gyre.sim.config import RootCfg, load_config, validate
 
 Z90 = 1.2815515655446004  # standard normal 90th percentile
 
@@ -188,6 +191,7 @@ def fit(rows: list[dict[str, Any]], gpus_per_cell: int = 1, active_params_b: flo
     decode_sigma = per_call_sigma(max(0.0, model.cv2 - calls_cv2), calls.mean)
     tool_sigma = per_call_sigma(max(0.0, tool.cv2 - calls_cv2), calls.mean) if tool_rows else 0.0
     tool_per_exec = tool.mean
+    trace = measured_trace(rows, decode_s_per_token, prefill_per_call)
 
     # Training: time = intercept + slope x tree tokens, on the cells that trained.
     tokens = np.asarray([r["tokens/tree"] for r in rows], dtype=float)
@@ -216,6 +220,7 @@ def fit(rows: list[dict[str, Any]], gpus_per_cell: int = 1, active_params_b: flo
     return {
         "sim": {
             "name": "calibrated", "steps": len(rows), "cells": cells, "gpus_per_cell": gpus_per_cell,
+            "group_size": int(first.get("group_size") or 1),
             "model": {"total_params_b": active_params_b, "active_params_b": active_params_b, "weight_bytes": 0.0,
                       "kv_bytes_per_token": 0.0},
             "rollout": {"engines_per_cell": 1, "max_sessions": sessions, "step_overhead_s": decode_s_per_token,
@@ -232,10 +237,61 @@ def fit(rows: list[dict[str, Any]], gpus_per_cell: int = 1, active_params_b: flo
         },
         "scheduler": scheduler,
         "trajectory": {"max_paths": None},
+        "_trace": trace,
         "_notes": {"tool": tool_source, "train_cells": train_cells, "policy": sched.get("name"),
                    "measured_step_time_s": float(np.mean([r["step_time_s"] for r in rows])),
                    "measured_train_time_s": float(times.mean()), "switch_seen": r2t is not None},
     }
+
+
+def measured_trace(rows: list[dict[str, Any]], decode_s_per_token: float,
+                   prefill_per_call: float) -> list[dict[str, Any]] | None:
+    """The run's executions as a simulator trace, when every step logs them one by one (model time, other
+    time, calls): each becomes its calls with its own model time as decode tokens at the fitted rate and its
+    own tool time, spread evenly. Sampling these reproduces the measured durations, tail included, which
+    per-call log-normals (light-tailed once summed over many calls) do not. None when not logged."""
+    keys = ("rollout/model_time_s", "rollout/tool_time_s", "rollout/execution_calls")
+    if not all(isinstance(r.get(k), list) for r in rows for k in keys):
+        return None
+    trace = []
+    for r in rows:
+        model, tool, calls = (r[k] for k in keys)
+        if not len(model) == len(tool) == len(calls):
+            raise CalibrationError(f"{r['_where']}: {', '.join(keys)} must have one entry per execution each")
+        for seconds, other, count in zip(model, tool, calls, strict=True):
+            count = max(1, int(count))
+            call = {"prefill": round(prefill_per_call, 3), "decode": round(seconds / decode_s_per_token / count, 3),
+                    "tool_s": round(other / count, 6)}
+            trace.append({"calls": [call] * count})
+    return trace or None
+
+
+def write_trace(fitted: dict[str, Any], path: Path, name: str | None = None) -> dict[str, Any]:
+    """Write the fitted trace to ``path``; the fit with ``sim.workload.trace`` naming it (``name``, or the
+    path itself). Without a trace the fit is returned unchanged (log-normal workload)."""
+    if not fitted.get("_trace"):
+        return fitted
+    path.write_text("".join(json.dumps(execution, separators=(",", ":")) + "\n" for execution in fitted["_trace"]))
+    workload = {**fitted["sim"]["workload"], "trace": name or str(path)}
+    return {**fitted, "sim": {**fitted["sim"], "workload": workload}}
+
+
+def write_preset(fitted: dict[str, Any], out: Path, source: str, note: str = "") -> dict[str, Any]:
+    """Write the preset to ``out`` and the run's trace beside it (``STEM_trace.jsonl``, named relative to
+    the preset's folder); returns the fit as written."""
+    trace = out.with_name(f"{out.stem}_trace.jsonl")
+    fitted = write_trace(fitted, trace, trace.name)
+    out.write_text(to_yaml(fitted, source, note))
+    return fitted
+
+
+def fitted_config(fitted: dict[str, Any], overrides: list[str] | tuple[str, ...] = ()) -> RootCfg:
+    """The fitted preset over the base config, as ``+sim=calibrated`` composes it, then dotlist overrides."""
+    from omegaconf import OmegaConf
+
+    preset = {k: v for k, v in fitted.items() if not k.startswith("_")}
+    merged = OmegaConf.merge(OmegaConf.structured(load_config()), preset, OmegaConf.from_dotlist(list(overrides)))
+    return validate(merged)
 
 
 def _train_cells(rows: list[dict[str, Any]], sched: dict[str, Any], cells: int) -> float:
@@ -254,6 +310,7 @@ SECTIONS = {"sim": "simulated cluster (fitted keys only; the rest from conf/sim_
 
 COMMENTS = {
     "name": "label in outputs", "steps": "steps in the measured run", "cells": "cells in the measured run",
+    "group_size": "the run's GRPO group size (trainer.group_size)",
     "gpus_per_cell": "devices per cell (--gpus-per-cell)",
     "total_params_b": "model size in billions (--active-params-b; only FLOPs use it here)",
     "active_params_b": "active parameters in billions (--active-params-b)",
@@ -285,6 +342,9 @@ def to_yaml(fitted: dict[str, Any], source: str, note: str = "") -> str:
     comments["step_overhead_s"] = "fitted: seconds per decoded token at the run's concurrency (flat roofline)"
     comments["tool_s_mean"] = f"tool seconds per call; {notes['tool']}"
     comments["step_overhead_s@train"] = "fitted: intercept of train/time_s minus weight sync"
+    if fitted["sim"]["workload"]["trace"]:
+        comments["trace"] = ("the run's executions, sampled with replacement (relative: to conf/sim/); the "
+                             "log-normal keys below are the same fit, unused while the trace is set")
     lines = ["# @package _global_",
              f"# Calibrated preset: fitted by gyre/sim/calibrate.py from {source}",
              (f"# ({fitted['sim']['steps']} steps, policy {notes['policy']}, measured mean step "
@@ -311,7 +371,9 @@ def to_yaml(fitted: dict[str, Any], source: str, note: str = "") -> str:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("metrics", help="jsonl of the real run (one line per step)")
-    parser.add_argument("--out", default=None, help="write the preset here (default: print it)")
+    parser.add_argument("--out", default=None,
+                        help="write the preset here, and the run's executions beside it as STEM_trace.jsonl "
+                             "when logged (default: print the preset, log-normal workload)")
     parser.add_argument("--gpus-per-cell", type=int, default=1)
     parser.add_argument("--active-params-b", type=float, default=0.0004, help="default: the built-in tiny model")
     parser.add_argument("--tool-fraction", type=float, default=0.1,
@@ -319,12 +381,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--note", default="", help="extra header comment for the preset")
     args = parser.parse_args(argv)
     fitted = fit(read_metrics(args.metrics), args.gpus_per_cell, args.active_params_b, args.tool_fraction)
-    text = to_yaml(fitted, Path(args.metrics).name, args.note)
     if args.out:
-        Path(args.out).write_text(text)
-        print(f"wrote {args.out}")
-    else:
-        print(text, end="")
+        fitted = write_preset(fitted, Path(args.out), Path(args.metrics).name, args.note)
+        trace = fitted["sim"]["workload"]["trace"]
+        print(f"wrote {args.out}" + (f" and {Path(args.out).with_name(trace)}" if trace else ""))
+        return
+    print(to_yaml(fitted, Path(args.metrics).name, args.note), end="")  # no file: no trace, log-normal workload
 
 
 if __name__ == "__main__":

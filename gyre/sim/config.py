@@ -103,6 +103,7 @@ class SimCfg:
     cells: int = MISSING
     gpus_per_cell: int = MISSING
     executions: int | None = MISSING
+    group_size: int = MISSING
     drain: bool = MISSING
     decide_interval_s: float = MISSING
     model: ModelCfg = MISSING
@@ -169,6 +170,11 @@ def check(root: RootCfg) -> None:
     _require(sim.gpus_per_cell >= 1, "sim.gpus_per_cell", f"must be >= 1, got {sim.gpus_per_cell}")
     _require(sim.decide_interval_s >= 0, "sim.decide_interval_s", f"must be >= 0, got {sim.decide_interval_s}")
     _require(sim.executions is None or sim.executions >= 1, "sim.executions", "must be >= 1 or null")
+    _require(sim.group_size >= 1, "sim.group_size", f"must be >= 1, got {sim.group_size}")
+    _require(root.scheduler.batch_size % sim.group_size == 0, "sim.group_size",
+             f"must divide scheduler.batch_size={root.scheduler.batch_size} (steps take whole groups), got {sim.group_size}")
+    _require(sim.executions is None or sim.executions % sim.group_size == 0, "sim.executions",
+             f"must be a multiple of sim.group_size={sim.group_size} (tasks are dispatched as whole groups)")
     engines = sim.rollout.engines_per_cell
     _require(engines >= 1 and sim.gpus_per_cell % engines == 0, "sim.rollout.engines_per_cell",
              f"must divide sim.gpus_per_cell={sim.gpus_per_cell}, got {engines}")

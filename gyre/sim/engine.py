@@ -81,6 +81,12 @@ class Simulator:
         self.steps_done = 0
         self.dispatched = 0
         self.finished = 0
+        # GRPO groups: ids [k g, (k + 1) g) are group k (dispatch is in whole groups). A group's executions
+        # become ready together once all have finished; until then all of them count as running, as in
+        # the driver's buffer.
+        self.group_size = sim.group_size
+        self.group_left: list[int] = []
+        self.grouped_done = 0  # executions of complete groups
         self.ready: list[int] = []
         self.ready_versions: list[int] = []
         self.staleness: list[int] = []
@@ -200,8 +206,14 @@ class Simulator:
         t.finishes[ident] += 1
         t.finish_t[ident] = self.now
         self.finished += 1
-        self.ready.append(ident)
-        self.ready_versions.append(int(t.version[ident]))
+        group = ident // self.group_size
+        self.group_left[group] -= 1
+        if self.group_left[group] == 0:
+            members = range(group * self.group_size, (group + 1) * self.group_size)
+            version = int(t.version[members.start])  # one dispatch: one version for the whole group
+            self.ready.extend(members)
+            self.ready_versions.extend([version] * len(members))
+            self.grouped_done += len(members)
 
     def _on_switch_done(self, cell: int) -> None:
         to = self.switching_to[cell]
@@ -259,7 +271,7 @@ class Simulator:
         if self.root.sim.executions is not None:
             left = self.root.sim.executions - self.dispatched
         return SchedulerState(
-            cells=self.view_tuple, policy_version=self.version, running=self.dispatched - self.finished,
+            cells=self.view_tuple, policy_version=self.version, running=self.dispatched - self.grouped_done,
             ready=len(self.ready), ready_versions=tuple(self.ready_versions), training=self.step is not None,
             steps_done=self.steps_done, total_steps=self.root.sim.steps, executions_left=left)
 
@@ -308,6 +320,8 @@ class Simulator:
     def _dispatch(self, count: int) -> bool:
         if count <= 0:
             return False
+        groups = -(-count // self.group_size)  # whole groups, rounded up (as the driver does)
+        count = groups * self.group_size
         limit = self.root.sim.executions
         if limit is not None and self.dispatched + count > limit:
             raise SimulationError(f"Dispatch({count}) but only {limit - self.dispatched} of sim.executions={limit} "
@@ -316,6 +330,7 @@ class Simulator:
         fixed = self.rates.fixed_seconds(batch.prefill, batch.tool_s)
         ids = self.table.add(batch, fixed, self.version, self.now, self.root.sim.workload.timeout_s)
         self.dispatched += count
+        self.group_left += [self.group_size] * groups
         for cell in self.pool.place(ids, self.now):
             self._reschedule_cell(cell)
         return True

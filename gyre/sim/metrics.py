@@ -35,6 +35,7 @@ def step_records(sim: Simulator) -> list[dict[str, Any]]:
             "rollout/execution_time_s": seconds.tolist(),
             "rollout/tool_time_s": table.tool_s[ids].tolist(),
             "rollout/model_time_s": (seconds - table.tool_s[ids]).tolist(),
+            "rollout/execution_calls": table.calls[ids].astype(int).tolist(),
             "rollout/calls_per_execution": table.calls[ids].astype(int).tolist(),
             "tokens/tree": step["tree_tokens"] * sim.train.tree_ratio,
             "tokens/policy": step["policy_tokens"] * sim.train.tree_ratio,
@@ -43,6 +44,7 @@ def step_records(sim: Simulator) -> list[dict[str, Any]]:
             "train/cells": step["cells"],
             "cells": cfg.cells,
             "cells/capacity": sim.cap,
+            "group_size": sim.group_size,
             "scheduler": {"name": sim.sched.name, "batch_size": sim.sched.batch_size,
                           "max_staleness": sim.sched.max_staleness, "rollout_cells": sim.sched.rollout_cells},
         })

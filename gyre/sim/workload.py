@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from gyre.sim.config import ConfigError, WorkloadCfg
+from gyre.sim.config import CONF_DIR, ConfigError, WorkloadCfg
 
 CHUNK = 1024  # executions drawn per chunk
 
@@ -79,11 +79,22 @@ def draw_lognormal(cfg: WorkloadCfg, rng: np.random.Generator, size: int) -> Exe
     return Executions(calls.astype(float), prefill, decode, tool)
 
 
+def resolve_trace(path: str | Path) -> Path:
+    """A trace path as given, or, when relative and not found there, relative to ``conf/sim/`` (where
+    ``calibrate.py`` writes a preset's trace beside it)."""
+    path = Path(path)
+    if path.is_file() or path.is_absolute():
+        return path
+    beside_presets = CONF_DIR / "sim" / path
+    return beside_presets if beside_presets.is_file() else path
+
+
 def read_trace(path: str | Path) -> Executions:
     """Totals of every execution in a trace file; errors name the line and the field."""
-    path = Path(path)
+    path = resolve_trace(path)
     if not path.is_file():
-        raise ConfigError(f"sim.workload.trace: no such file {str(path)!r}")
+        raise ConfigError(f"sim.workload.trace: no such file {str(path)!r} (relative paths: from the current "
+                          "folder, then conf/sim/)")
     rows: list[tuple[float, float, float, float]] = []
     for lineno, line in enumerate(path.read_text().splitlines(), 1):
         if not line.strip():

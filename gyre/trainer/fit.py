@@ -212,6 +212,7 @@ class Driver:
             timed = [f for f in self.finished_log if math.isfinite(f["seconds"])]
             metrics["rollout/model_time_s"] = [f["model_seconds"] for f in timed]
             metrics["rollout/tool_time_s"] = [max(0.0, f["seconds"] - f["model_seconds"]) for f in timed]
+            metrics["rollout/execution_calls"] = [f["calls"] for f in timed]
         metrics["rollout/calls_per_execution"] = [len(e.calls) for e in executions]
         metrics["rollout/calls_per_execution_mean"] = float(np.mean([len(e.calls) for e in executions]))
         # Names the simulator's calibration reads (gyre/sim/calibrate.py documents the schema).
@@ -244,6 +245,7 @@ class Driver:
         metrics["switch/count"] = len(switches)
         metrics["cells"] = len(self.cluster.ids)
         metrics["cells/capacity"] = self.cluster.cfg.capacity
+        metrics["group_size"] = self.cfg.group_size
         cfg = self.policy.cfg
         metrics["scheduler"] = {"name": self.policy.name, "batch_size": cfg.batch_size,
                                 "max_staleness": cfg.max_staleness, "rollout_cells": cfg.rollout_cells}

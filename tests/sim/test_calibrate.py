@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from gyre.sim.calibrate import CalibrationError, fit, main, read_metrics, to_yaml
-from gyre.sim.config import CONF_DIR, load_config, validate
+from gyre.sim.calibrate import CalibrationError, fit, fitted_config, main, read_metrics, to_yaml
+from gyre.sim.config import CONF_DIR, load_config
 from gyre.sim.metrics import write_jsonl
 from gyre.sim.run import simulate
 
@@ -29,15 +29,6 @@ def synthetic_run(tmp_path, policy="colocate"):
     path = tmp_path / f"{policy}.jsonl"
     write_jsonl(path, result.step_records)
     return path, result
-
-
-def fitted_config(fitted, overrides=()):
-    """The fitted preset merged over the base config, as +sim=calibrated would."""
-    from omegaconf import OmegaConf
-
-    base = OmegaConf.structured(load_config(overrides=list(overrides)))
-    preset = OmegaConf.create({k: v for k, v in fitted.items() if not k.startswith("_")})
-    return validate(OmegaConf.merge(base, preset))
 
 
 def test_fit_recovers_the_run_and_its_step_time(tmp_path):

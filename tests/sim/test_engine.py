@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections import Counter
+
 import numpy as np
 import pytest
 
@@ -196,3 +198,25 @@ def test_orphaned_sessions_pause_and_time_out_once_placed():
     # timed out at dispatch + 10 s, but only noticed when c1 serves again at 20 + 3.46 s
     assert result.timed_out == 4 and result.trained == 4
     assert result.step_records[0]["rollout/execution_time_s"] == pytest.approx([23.46] * 4)
+
+
+@pytest.mark.parametrize("policy", ["colocate", "async", "elastic"])
+def test_groups_are_trained_whole_once_their_last_member_finishes(policy, small_heavy_tailed):
+    root = load_config(overrides=small_heavy_tailed + ["sim.group_size=4"])
+    world = World(root)
+    sim = Simulator(world, scheduler_config(root, policy, world))
+    result = sim.run()
+    assert result.dispatched % 4 == 0 and result.trained == 4 * 48
+    for step in sim.step_log:
+        members = Counter(ident // 4 for ident in step["ids"])
+        assert set(members.values()) == {4}, members  # whole groups only
+        assert sim.table.finish_t[step["ids"]].max() <= step["start"]  # all members had finished
+
+
+def test_groups_cost_colocate_nothing_and_slow_async_down(small_heavy_tailed):
+    """Colocate waits for the whole batch anyway; async keeps a finished member's slot until its group
+    completes (as the driver counts it), so its throughput drops under heavy tails."""
+    single, grouped = (simulate(load_config(overrides=small_heavy_tailed + [f"sim.group_size={g}"]),
+                                ["colocate", "async"]) for g in (1, 8))
+    assert grouped[0].wall_time_s == pytest.approx(single[0].wall_time_s, rel=1e-9)
+    assert grouped[1].wall_time_s > 1.05 * single[1].wall_time_s

@@ -32,6 +32,7 @@ def test_main_job_runs_under_each_scheduler(tmp_path, scheduler):
     for s in steps:  # each execution's wall time splits into model-call time and the rest (sim calibration)
         split = zip(s["rollout/execution_time_s"], s["rollout/model_time_s"], s["rollout/tool_time_s"], strict=True)
         assert all(model > 0 and abs(model + rest - wall) < 1e-6 for wall, model, rest in split), s
+        assert len(s["rollout/execution_calls"]) == len(s["rollout/execution_time_s"])
     assert (run_dir / "timeline.png").stat().st_size > 1000
     assert (run_dir / "checkpoints" / "latest").read_text().strip() == "step_000002"
     assert list((run_dir / "wandb").glob("offline-run-*"))
