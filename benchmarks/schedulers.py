@@ -37,8 +37,8 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--delay-sigma", type=float, default=1.2, help="log-normal sigma (the tail)")
     parser.add_argument("--max-staleness", type=int, default=1)
     parser.add_argument("--rollout-cells", type=int, default=3,
-                        help="async: fixed rollout cells (3 of 4: rollout is ~80%% of the work here, the split
-                        gyre/sim picks by work ratio, i.e. async at its best fixed split)")
+                        help="async: fixed rollout cells (3 of 4: rollout is ~80%% of the work here, the split "
+                             "gyre/sim picks by work ratio, i.e. async at its best fixed split)")
     parser.add_argument("--policies", nargs="+", default=list(POLICIES), choices=POLICIES)
     parser.add_argument("--keep", type=str, default=None, help="keep each run's folder under this path")
     parser.add_argument("--out", type=str, default=None, help="write a flat JSON object here")
