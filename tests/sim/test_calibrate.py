@@ -62,6 +62,35 @@ def test_written_preset_is_documented_and_valid(tmp_path):
     data = yaml.safe_load(text)
     data["_notes"] = {}
     assert fitted_config(data).sim.name == "calibrated"
+    # The run logged each execution: its trace is written beside the preset, one line per execution.
+    trace = tmp_path / "calibrated_trace.jsonl"
+    assert data["sim"]["workload"]["trace"] == trace.name
+    executions = [json.loads(line) for line in trace.read_text().splitlines()]
+    runs = [json.loads(line) for line in path.read_text().splitlines()]
+    assert len(executions) == sum(len(r["rollout/execution_time_s"]) for r in runs)
+    assert [len(e["calls"]) for e in executions] == [c for r in runs for c in r["rollout/execution_calls"]]
+    tool = sum(call["tool_s"] for e in executions for call in e["calls"])
+    assert tool == pytest.approx(sum(t for r in runs for t in r["rollout/tool_time_s"]), rel=1e-4)
+    data["sim"]["workload"]["trace"] = str(trace)
+    [result] = simulate(fitted_config(data, ["sim.steps=3"]), ["async"])
+    assert result.trained == 3 * 16
+
+
+def test_trace_reproduces_the_measured_durations(tmp_path):
+    """Sampling the written trace gives back the run's execution times, tail included."""
+    import numpy as np
+
+    from gyre.sim.calibrate import write_trace
+
+    path, _ = synthetic_run(tmp_path)
+    rows = read_metrics(path)
+    fitted = write_trace(fit(rows, active_params_b=0.0004), tmp_path / "trace.jsonl")
+    measured = np.concatenate([r["rollout/execution_time_s"] for r in rows])
+    # colocate, one execution per session: an execution's time is its model time at the fitted rate + tool time
+    [replay] = simulate(fitted_config(fitted, ["sim.steps=30", "sim.rollout.max_sessions=64"]), ["colocate"])
+    replayed = np.concatenate([r["rollout/execution_time_s"] for r in replay.step_records])
+    for q in (50, 90, 99):
+        assert np.percentile(replayed, q) == pytest.approx(np.percentile(measured, q), rel=0.2), q
 
 
 def test_summary_statistics_are_accepted(tmp_path):
