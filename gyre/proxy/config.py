@@ -29,6 +29,7 @@ class ProxyConfig:
     stream_chunk_chars: int = 32
     fsync: bool = True
     fsync_before_response: bool = False
+    fsync_interval_s: float = 0.05
     log_level: str = "warning"
 
     def __post_init__(self) -> None:
@@ -36,6 +37,7 @@ class ProxyConfig:
             "port": 0 <= self.port <= 65535,
             "queue_timeout_s": self.queue_timeout_s >= 0,
             "retry_after_s": self.retry_after_s > 0,
+            "fsync_interval_s": self.fsync_interval_s >= 0,
             "cell_capacity": self.cell_capacity >= 1,
             "max_sessions_per_cell": self.max_sessions_per_cell is None or self.max_sessions_per_cell >= 1,
             "max_body_bytes": self.max_body_bytes >= 1024,

@@ -100,7 +100,8 @@ class Proxy:
         self.router = router
         self.config = config
         self.recorder = recorder or RecordWriter(
-            config.run_dir, fsync=config.fsync, fsync_before_response=config.fsync_before_response
+            config.run_dir, fsync=config.fsync, fsync_before_response=config.fsync_before_response,
+            fsync_interval_s=config.fsync_interval_s,
         )
         self.executions = ExecutionRegistry(
             template, history_calls=config.history_calls, summary_pattern=config.summary_pattern

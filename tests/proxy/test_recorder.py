@@ -39,3 +39,31 @@ def test_torn_last_line_is_skipped_and_ids_are_checked(tmp_path: Path) -> None:
     for bad in ("../escape", "", "a/b", "x" * 300):
         with pytest.raises(ValueError, match="execution id"):
             check_execution_id(bad)
+
+
+def test_fsync_is_group_committed_per_interval_and_never_delays_a_large_record(tmp_path: Path, monkeypatch) -> None:
+    """Records of one interval share one fsync per file; a caller waiting on the writer does not sit out
+    the interval; everything is synced by close."""
+    import os
+    import time
+
+    synced: list[float] = []
+    real_fsync = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: (synced.append(time.monotonic()), real_fsync(fd))[1])
+    writer = RecordWriter(tmp_path, fsync_interval_s=0.5)
+
+    async def run() -> float:
+        for i in range(40):  # one execution, 40 calls in a burst: inline writes, one queued sync
+            await writer.write(CallRecord("e", f"c{i}", "main", [1] * 10, [2], [-1.0], 0))
+        started = time.monotonic()
+        await writer.write(CallRecord("big", "b0", "main", [1] * RecordWriter.INLINE_TOKENS, [2], [-1.0], 0))
+        return time.monotonic() - started
+
+    large_wait = asyncio.run(run())
+    assert large_wait < 0.3  # written at once, not after the 0.5 s pause
+    time.sleep(0.8)
+    assert 1 <= len(synced) <= 3, synced  # "e" and "big": not one fsync per call
+    assert len(writer.read("e")) == 40
+    writer.close()
+    with pytest.raises(ValueError, match="fsync_interval_s"):
+        RecordWriter(tmp_path, fsync_interval_s=-1)
