@@ -137,8 +137,7 @@ class Cell:
         await asyncio.to_thread(dist_utils.broadcast, group, flat, 0)
         self.version = version
         if self.model is not None:
-            with torch.no_grad():
-                torch.nn.utils.vector_to_parameters(flat, self.model.parameters())
+            dist_utils.load_flat_params(self.model, flat)
         if not self.engine_asleep():
             await self.engine.load_weights(self._unflatten(flat), version)
 

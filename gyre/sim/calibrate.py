@@ -9,9 +9,11 @@ Input schema (one JSON object per line, one line per training step, as written b
     step                          int    step index
     step_time_s                   float  wall time of the step (previous step's end to this one's end)
     train/time_s                  float  time of the training phase (step start to new weights out)
-    rollout/execution_time_s      list[float] per-execution wall times of the executions trained this step,
-                                  or {"mean", "p50", "p90", "max"} (p50 and p90 needed for the spread)
-    rollout/calls_per_execution   list[int] or {"mean", "p50", "p90", "max"}: model calls per execution
+    rollout/execution_time_s      list[float] wall times of the executions finished since the previous
+                                  step (may be empty), or {"mean", "p50", "p90", "max"} (p50 and p90
+                                  needed for the spread)
+    rollout/calls_per_execution   list[int] or {"mean", "p50", "p90", "max"}: model calls of each
+                                  execution trained this step
     tokens/tree                   float  tokens in the step's trained trees (after the max_paths cap)
     tokens/policy                 float  policy-generated tokens among them
     switch/rollout_to_train_s     float | list[float] | null  role-switch times seen in the step
@@ -22,6 +24,8 @@ Input schema (one JSON object per line, one line per training step, as written b
     rollout/tool_time_s           list[float] or summary: per-execution seconds outside model calls (tools,
                                   harness start-up, scoring); else --tool-fraction of the execution time
     rollout/model_time_s          list[float] or summary: per-execution seconds inside model calls
+    rollout/execution_calls       list[int]: calls of each execution of rollout/execution_time_s (with the
+                                  two lists above, the run's executions become a trace)
     train/weight_sync_s           float  weight-sync time inside train/time_s (else 0)
     train/cells                   int    cells that trained this step (else: all for colocate, the
                                          complement of rollout_cells for async, all for elastic)
@@ -111,7 +115,8 @@ def per_call_sigma(execution_cv2: float, calls: float) -> float:
 
 
 def _lists(rows: list[dict[str, Any]], key: str) -> list[Any]:
-    return [r[key] for r in rows if key in r]
+    """The rows' values of ``key`` (steps where no execution finished log an empty list: skipped)."""
+    return [r[key] for r in rows if key in r and r[key] != []]
 
 
 def read_metrics(path: str | Path) -> list[dict[str, Any]]:
@@ -154,7 +159,7 @@ def fit(rows: list[dict[str, Any]], gpus_per_cell: int = 1, active_params_b: flo
     first = rows[0]
     cells = first["cells"] if isinstance(first["cells"], int) else len(first["cells"])
     sched = first["scheduler"] if isinstance(first["scheduler"], dict) else {"name": first["scheduler"]}
-    batches = [_count(r["rollout/execution_time_s"]) for r in rows]
+    batches = [_count(r["rollout/calls_per_execution"]) for r in rows]  # executions trained per step
     batch = sched.get("batch_size") or (int(np.median([b for b in batches if b])) if any(batches) else None)
     if not batch:
         raise CalibrationError("batch size unknown: give scheduler.batch_size or per-execution lists")
@@ -162,8 +167,11 @@ def fit(rows: list[dict[str, Any]], gpus_per_cell: int = 1, active_params_b: flo
 
     calls = pooled([spread(r["rollout/calls_per_execution"], f"{r['_where']} rollout/calls_per_execution")
                     for r in rows], weights)
+    timed = [r for r in rows if r["rollout/execution_time_s"] != []]  # steps where executions finished
+    if not timed:
+        raise CalibrationError("rollout/execution_time_s is empty in every step: no execution time to fit")
     duration = pooled([spread(r["rollout/execution_time_s"], f"{r['_where']} rollout/execution_time_s")
-                       for r in rows], weights)
+                       for r in timed], [float(_count(r["rollout/execution_time_s"]) or batch) for r in timed])
     per_exec_tree = float(np.mean([r["tokens/tree"] / w for r, w in zip(rows, weights)]))
     per_exec_policy = float(np.mean([r["tokens/policy"] / w for r, w in zip(rows, weights)]))
     if per_exec_policy <= 0:

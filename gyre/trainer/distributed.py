@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import torch
 import torch.distributed as dist
-from torch.nn.utils import parameters_to_vector, vector_to_parameters
+from torch.nn.utils import parameters_to_vector
 
 
 @dataclass(frozen=True)
@@ -91,11 +91,23 @@ def broadcast(group: dist.ProcessGroup, flat: torch.Tensor, root: int) -> torch.
     return flat
 
 
-def broadcast_params(group: dist.ProcessGroup, model: torch.nn.Module, root: int) -> None:
-    """Every rank ends with the root's parameters."""
-    flat = broadcast(group, flat_params(model).contiguous(), root)
+def load_flat_params(model: torch.nn.Module, flat: torch.Tensor) -> None:
+    """Copy ``flat`` into the parameters in place. (``vector_to_parameters`` swaps each ``param.data`` for
+    a view of ``flat``, which frees storage a forward running on another thread may still be reading.)"""
+    offset = 0
     with torch.no_grad():
-        vector_to_parameters(flat, model.parameters())
+        for param in model.parameters():
+            n = param.numel()
+            param.copy_(flat[offset : offset + n].view_as(param))
+            offset += n
+
+
+def broadcast_params(group: dist.ProcessGroup, model: torch.nn.Module, root: int) -> None:
+    """Every rank ends with the root's parameters. The root only sends: it never writes its own, so the
+    core can keep training on them while a satellite joining mid-step pulls them."""
+    flat = broadcast(group, flat_params(model).contiguous(), root)
+    if group.rank() != root:
+        load_flat_params(model, flat)
 
 
 def reduce_grads(group: dist.ProcessGroup, flat: torch.Tensor, root: int) -> torch.Tensor:

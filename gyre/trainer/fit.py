@@ -203,16 +203,17 @@ class Driver:
         metrics["executions/crashed"] = statuses.count("crashed")
         metrics["executions/partial"] = int(((rewards > 0) & (rewards < 1)).sum())
         metrics["executions/finished_since_last_step"] = len(self.finished_log)
-        seconds = [f["seconds"] for f in self.finished_log if math.isfinite(f["seconds"])]
-        if seconds:
-            metrics["rollout/execution_time_s"] = seconds
-            metrics["rollout/execution_time_mean_s"] = float(np.mean(seconds))
-            # Split of each execution's wall time: inside model calls, and everything else (tools, harness
-            # start-up, scoring). Same order as execution_time_s; the simulator's calibration fits both.
-            timed = [f for f in self.finished_log if math.isfinite(f["seconds"])]
-            metrics["rollout/model_time_s"] = [f["model_seconds"] for f in timed]
-            metrics["rollout/tool_time_s"] = [max(0.0, f["seconds"] - f["model_seconds"]) for f in timed]
-            metrics["rollout/execution_calls"] = [f["calls"] for f in timed]
+        # Each execution finished since the last step (possibly none: a step can train on executions that
+        # finished before the previous one ended): its wall time, split into model-call time and the rest
+        # (tools, harness start-up, scoring), and its calls. Same order in every list; the simulator's
+        # calibration fits them.
+        timed = [f for f in self.finished_log if math.isfinite(f["seconds"])]
+        metrics["rollout/execution_time_s"] = [f["seconds"] for f in timed]
+        metrics["rollout/model_time_s"] = [f["model_seconds"] for f in timed]
+        metrics["rollout/tool_time_s"] = [max(0.0, f["seconds"] - f["model_seconds"]) for f in timed]
+        metrics["rollout/execution_calls"] = [f["calls"] for f in timed]
+        if timed:
+            metrics["rollout/execution_time_mean_s"] = float(np.mean(metrics["rollout/execution_time_s"]))
         metrics["rollout/calls_per_execution"] = [len(e.calls) for e in executions]
         metrics["rollout/calls_per_execution_mean"] = float(np.mean([len(e.calls) for e in executions]))
         # Names the simulator's calibration reads (gyre/sim/calibrate.py documents the schema).

@@ -139,3 +139,20 @@ def test_per_call_spreads_reproduce_the_execution_spread():
         totals = lognormal(rng, 1.0, sigma, 200_000 * calls).reshape(-1, calls).sum(axis=1)
         assert totals.var() / totals.mean() ** 2 == pytest.approx(cv2, rel=0.1), (calls, cv2, sigma)
     assert per_call_sigma(0.0, 18) == 0.0
+
+
+def test_steps_where_nothing_finished_are_skipped(tmp_path):
+    """A step can train on executions that finished before the previous step ended: its per-execution
+    lists are empty, and the fit uses the other steps."""
+    path, _ = synthetic_run(tmp_path, "elastic")
+    rows = read_metrics(path)
+    full = fit(rows, active_params_b=0.0004)
+    for key in ("rollout/execution_time_s", "rollout/model_time_s", "rollout/tool_time_s", "rollout/execution_calls"):
+        rows[1][key] = []
+    fitted = fit(rows, active_params_b=0.0004)
+    assert len(fitted["_trace"]) == len(full["_trace"]) - len(read_metrics(path)[1]["rollout/execution_calls"])
+    assert fitted["sim"]["rollout"]["step_overhead_s"] == pytest.approx(full["sim"]["rollout"]["step_overhead_s"], rel=0.3)
+    for row in rows:
+        row["rollout/execution_time_s"] = []
+    with pytest.raises(CalibrationError, match="rollout/execution_time_s is empty in every step"):
+        fit(rows, active_params_b=0.0004)
