@@ -60,6 +60,7 @@ class _Attempt:
     session_id: str
     prompt_ids: list[int]
     moved: bool = False  # set by drain: an ``abort`` result means "retry on the new cell"
+    interrupted: bool = False  # the abort landed: the call stopped early and is retried elsewhere
     done: asyncio.Event = field(default_factory=asyncio.Event)
 
 
@@ -101,7 +102,7 @@ class RoutedGeneration:
 class DrainReport:
     cell_id: str
     moved_executions: int = 0
-    aborted_calls: int = 0
+    aborted_calls: int = 0  # calls the abort actually interrupted (one that finished first is delivered as is)
     kv_imports: int = 0
     kv_missing: int = 0
     seconds: float = 0.0
@@ -199,6 +200,7 @@ class Router:
                 attempt.done.set()
                 self._notify()
             if generation.finish_reason == "abort" and attempt.moved:
+                attempt.interrupted = True
                 self.counters["reroutes"] += 1
                 reroutes.append(
                     {
@@ -321,6 +323,7 @@ class Router:
     async def _move(self, execution_id: str, source: Cell, dest: Cell | None, report: DrainReport, retry_s: float) -> None:
         moving = self._moving[execution_id]
         retry_prompts: dict[str, list[int]] = {}
+        asked: list[_Attempt] = []
         try:
             while True:
                 mine = [a for a in source.attempts if a.execution_id == execution_id]
@@ -328,12 +331,15 @@ class Router:
                     break
                 for attempt in mine:
                     if not attempt.moved:
-                        report.aborted_calls += 1
+                        asked.append(attempt)
                     attempt.moved = True
                     retry_prompts[attempt.session_id] = attempt.prompt_ids
                 for session_id in {a.session_id for a in mine}:
                     await source.engine.abort(session_id)
                 await asyncio.wait([asyncio.ensure_future(a.done.wait()) for a in mine], timeout=retry_s)
+            # An attempt leaves ``source.attempts`` and is marked interrupted in the same step of its call
+            # (no await between), so every asked attempt has settled here.
+            report.aborted_calls += sum(attempt.interrupted for attempt in asked)
             if dest is None:
                 return
             for session_id in sorted(self._sessions.get(execution_id, ())):
