@@ -45,7 +45,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--hidden", type=int, default=768, help="tiny model width for the benchmark")
     parser.add_argument("--layers", type=int, default=2)
     parser.add_argument("--max-tokens", type=int, default=16384, help="trainer.max_tokens_per_microbatch")
-    parser.add_argument("--block-size", type=int, default=256, help="longest chain block of the tree attention")
+    parser.add_argument("--block-size", type=int, default=4096, help="longest chain block of the tree attention")
     parser.add_argument("--repeats", type=int, default=3, help="timed repeats; the median is reported")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=str, default=None, help="write a flat JSON object here")

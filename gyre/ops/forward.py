@@ -35,7 +35,7 @@ def tree_logprobs(
     *,
     temperature: float = 1.0,
     backend: str = "auto",
-    block_size: int = 256,
+    block_size: int = 4096,
     with_entropy: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Log-probs at the batch's edges ``(edge_row, edge_label)``; logits are computed for edge rows only."""

@@ -77,7 +77,7 @@ def resolve_backend(backend: str, device: torch.device) -> str:
     return backend
 
 
-def make_plan(subtree_end: torch.Tensor, backend: str = "auto", block_size: int = 256) -> TreeAttentionPlan:
+def make_plan(subtree_end: torch.Tensor, backend: str = "auto", block_size: int = 4096) -> TreeAttentionPlan:
     backend = resolve_backend(backend, subtree_end.device)
     plan = TreeAttentionPlan(subtree_end=subtree_end, backend=backend)
     if backend == "dense":

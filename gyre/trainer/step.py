@@ -23,7 +23,7 @@ from gyre.protocol import PackedBatch
 @dataclass
 class StepConfig:
     attention_backend: str = "auto"
-    attention_block_size: int = 256
+    attention_block_size: int = 4096  # longest chain block (block backend): the attention area does not depend on it, the kernel calls do
     max_grad_norm: float | None = 1.0
 
 
