@@ -15,6 +15,7 @@ import argparse
 import json
 import statistics
 import time
+from collections.abc import Callable
 
 import numpy as np
 import torch
@@ -26,7 +27,13 @@ from gyre.algo.losses import LossConfig
 from gyre.models import load_model
 from gyre.trainer.per_path import expand_paths, path_backward
 from gyre.trainer.step import StepConfig, microbatch_backward
-from gyre.trajectory import assign_loss_weights, build_tree, pack_trees, prune_tree, select_paths
+from gyre.trajectory import (
+    assign_loss_weights,
+    build_tree,
+    pack_trees,
+    prune_tree,
+    select_paths,
+)
 from gyre.trajectory.synthetic import WorkloadSpec, synthetic_execution
 
 
@@ -46,7 +53,8 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--layers", type=int, default=2)
     parser.add_argument("--max-tokens", type=int, default=16384, help="trainer.max_tokens_per_microbatch")
     parser.add_argument("--block-size", type=int, default=4096, help="longest chain block of the tree attention")
-    parser.add_argument("--repeats", type=int, default=3, help="timed repeats; the median is reported")
+    parser.add_argument("--repeats", type=int, default=5,
+                        help="timed rounds (tree, per-path and capped steps take turns); medians are reported")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=str, default=None, help="write a flat JSON object here")
     return parser.parse_args()
@@ -64,14 +72,18 @@ def build_trees(args, spec: WorkloadSpec, max_paths: int | None):
     return trees, advantages
 
 
-def timed(fn, repeats: int) -> float:
-    fn()  # warm-up (allocator, kernels)
-    times = []
+def timed_side_by_side(fns: dict[str, Callable[[], None]], repeats: int) -> dict[str, list[float]]:
+    """Wall times of each function over ``repeats`` rounds, the functions taking turns within a round, so
+    that load drifting on a shared machine hits all of them alike (ratios are then taken per round)."""
+    for fn in fns.values():
+        fn()  # warm-up (allocator, kernels)
+    times: dict[str, list[float]] = {name: [] for name in fns}
     for _ in range(repeats):
-        started = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - started)
-    return statistics.median(times)
+        for name, fn in fns.items():
+            started = time.perf_counter()
+            fn()
+            times[name].append(time.perf_counter() - started)
+    return times
 
 
 def main() -> dict[str, float]:
@@ -118,11 +130,16 @@ def main() -> dict[str, float]:
     tree_tokens = sum(t.num_tokens for t in trees)
     path_tokens = sum(t.path_token_count() for t in trees)
     paths = sum(t.num_paths for t in trees)
-    tree_time = timed(tree_step(trees), args.repeats)
-    path_time = timed(path_step(trees, advantages), args.repeats)
-
     capped_trees, _ = build_trees(args, spec, max_paths=5)
-    capped_time = timed(tree_step(capped_trees), args.repeats)
+    times = timed_side_by_side(
+        {"tree": tree_step(trees), "path": path_step(trees, advantages), "capped": tree_step(capped_trees)},
+        args.repeats,
+    )
+    tree_time, path_time, capped_time = (statistics.median(times[k]) for k in ("tree", "path", "capped"))
+    time_ratio = statistics.median(t / p for t, p in zip(times["tree"], times["path"], strict=True))
+    Console().print("per round (s): " + "  ".join(
+        f"tree {t:.2f} path {p:.2f} capped {c:.2f}" for t, p, c in zip(times["tree"], times["path"], times["capped"])))
+    capped_time_ratio = statistics.median(c / t for c, t in zip(times["capped"], times["tree"], strict=True))
 
     result = {
         "executions": args.executions,
@@ -133,12 +150,12 @@ def main() -> dict[str, float]:
         "token_ratio": tree_tokens / path_tokens,
         "tree_time_s": tree_time,
         "path_time_s": path_time,
-        "time_ratio": tree_time / path_time,
-        "time_vs_token_ratio": (tree_time / path_time) / (tree_tokens / path_tokens),
+        "time_ratio": time_ratio,  # median of the per-round ratios
+        "time_vs_token_ratio": time_ratio / (tree_tokens / path_tokens),
         "capped_paths": sum(t.num_paths for t in capped_trees),
         "capped_tree_tokens": sum(t.num_tokens for t in capped_trees),
         "capped_time_s": capped_time,
-        "capped_time_ratio": capped_time / tree_time,
+        "capped_time_ratio": capped_time_ratio,
         "model_hidden": args.hidden,
         "model_layers": args.layers,
         "threads": torch.get_num_threads(),
