@@ -1,20 +1,10 @@
 #!/usr/bin/env bash
 # NL2Repo-style run on a GPU cluster (spec-to-repository tasks, partial credit = passed tests / test_case_count).
 # Long executions (hours, ~1M tokens): raise the time limit and the micro-batch size accordingly.
-# Start Ray on every node first (`ray start --head` here, `ray start --address=HEAD:6379` on the others);
-# the driver attaches to it. MODEL and DATA are local paths: nothing is downloaded.
+# Shared cluster settings (MODEL, CELLS, GPUS_PER_CELL, vLLM, NCCL, flex): recipes/launch_cluster.sh.
 set -euo pipefail
-MODEL=${MODEL:?set MODEL to a local Hugging Face checkpoint folder}
 DATA=${DATA:?set DATA to a folder of NL2RepoBench task folders}
-
-CELLS=${CELLS:-8}            # cells of GPUS_PER_CELL devices each; cell 0 is the core
-GPUS_PER_CELL=${GPUS_PER_CELL:-8}
-python -m gyre.main +recipe=nl2repo \
-  model.path="$MODEL" model.dtype=bfloat16 \
-  rollout=vllm rollout.device=cuda \
-  cluster.cells="$CELLS" cluster.gpus_per_cell="$GPUS_PER_CELL" cluster.backend=nccl cluster.capacity=32 \
+exec bash "$(dirname "$0")/../launch_cluster.sh" nl2repo \
   env.path="$DATA" \
-  harness.max_turns=100 harness.max_tokens=32768 harness.execution.time_limit_s=14400 \
-  scheduler.batch_size=64 trainer.group_size=8 trainer.total_steps=48 trainer.lr=1e-6 \
-  trainer.max_tokens_per_microbatch=131072 trainer.attention_backend=flex \
+  harness.execution.time_limit_s=14400 trainer.total_steps=48 \
   "$@"

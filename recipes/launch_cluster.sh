@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# The GPU-cluster settings every recipe shares; each recipe's launch_cluster.sh calls this with its own.
+#   bash recipes/launch_cluster.sh RECIPE [hydra overrides...]
+# Start Ray on every node first (`ray start --head` here, `ray start --address=HEAD:6379` on the others);
+# the driver attaches to it. MODEL (and the recipe's data paths) are local paths: nothing is downloaded.
+set -euo pipefail
+RECIPE=${1:?usage: launch_cluster.sh RECIPE [overrides...]}
+shift
+MODEL=${MODEL:?set MODEL to a local Hugging Face checkpoint folder}
+CELLS=${CELLS:-8}            # cells of GPUS_PER_CELL devices each; cell 0 is the core
+GPUS_PER_CELL=${GPUS_PER_CELL:-8}
+exec python -m gyre.main +recipe="$RECIPE" \
+  model.path="$MODEL" model.dtype=bfloat16 \
+  rollout=vllm rollout.device=cuda \
+  cluster.cells="$CELLS" cluster.gpus_per_cell="$GPUS_PER_CELL" cluster.backend=nccl cluster.capacity=32 \
+  harness.max_turns=100 harness.max_tokens=32768 \
+  scheduler.batch_size=64 trainer.group_size=8 trainer.lr=1e-6 \
+  trainer.max_tokens_per_microbatch=131072 trainer.attention_backend=flex \
+  "$@"
