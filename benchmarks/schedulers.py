@@ -45,6 +45,11 @@ def parse_args() -> argparse.Namespace:
     return parser.parse_args()
 
 
+def steady_step_times(steps: list[dict]) -> list[float]:
+    """Step times after the first, which also pays for start-up (Ray, engines) and an empty pipeline."""
+    return [r["step_time_s"] for r in (steps[1:] or steps)]
+
+
 def run_policy(policy: str, args: argparse.Namespace, root: Path) -> dict[str, float]:
     run_dir = root / policy
     overrides = [
@@ -57,20 +62,19 @@ def run_policy(policy: str, args: argparse.Namespace, root: Path) -> dict[str, f
         "trainer.save_every=0",
     ]
     started = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "gyre.main", *overrides], capture_output=True, text=True,
+    done = subprocess.run([sys.executable, "-m", "gyre.main", *overrides], capture_output=True, text=True, check=False,
                           env={**os.environ, "RAY_AUTH_MODE": "disabled"})
     wall = time.perf_counter() - started
     if done.returncode != 0:
         raise RuntimeError(f"{policy} run failed:\n{done.stderr[-4000:]}")
     records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     steps = [r for r in records if "step_time_s" in r]
-    # The first step also pays for start-up (Ray, engines) and an empty pipeline; steady state is the rest.
-    steady = steps[1:] or steps
+    steady = steady_step_times(steps)
     finished = sum(r.get("executions/finished_since_last_step", 0) for r in steps)
     span = steps[-1]["time"] - (steps[0]["time"] - steps[0]["step_time_s"])
     last = steps[-1]
     return {
-        "step_time": sum(r["step_time_s"] for r in steady) / len(steady),
+        "step_time": sum(steady) / len(steady),
         "wall_s": wall,
         "idle_fraction": last.get("idle_fraction", float("nan")),
         "executions_per_hour": 3600.0 * finished / span if span > 0 else float("nan"),

@@ -34,7 +34,7 @@ from rich.table import Table
 from gyre.sim.config import load_config
 from gyre.sim.engine import Simulator
 from gyre.sim.result import SimResult
-from gyre.sim.run import scheduler_config
+from gyre.sim.run import scheduler_config, simulate
 from gyre.sim.world import World
 
 PRESETS = ("nl2repo_122b", "deepswe_122b", "terminalbench_122b", "nl2repo_2t")
@@ -49,9 +49,8 @@ GAP_TERMS = ("rollout_idle", "rollout_dropped", "rollout_at_end", "train_overhea
 def run_preset(preset: str, overrides: list[str]) -> dict[str, SimResult]:
     root = load_config(preset, overrides)
     world = World(root)
-    results: dict[str, SimResult] = {}
-    for name in ("colocate", "async", "elastic"):
-        results[name] = Simulator(world, scheduler_config(root, name, world)).run()
+    names = ("colocate", "async", "elastic")
+    results: dict[str, SimResult] = dict(zip(names, simulate(root, list(names), world), strict=True))
     half = scheduler_config(root, "async", world)
     half.rollout_cells = max(1, root.sim.cells // 2)
     results["async_half"] = Simulator(world, half).run()
@@ -134,7 +133,7 @@ def scale_check(console: Console) -> dict[str, Any]:
                            "world_s": time.perf_counter() - started}
     for name in ("colocate", "async", "elastic"):
         started = time.perf_counter()
-        result = Simulator(world, scheduler_config(root, name, world)).run()
+        [result] = simulate(root, [name], world)
         out[name] = {"host_s": time.perf_counter() - started, "dispatched": result.dispatched,
                      "trained": result.trained, "events": result.events, "decide_calls": result.decide_calls}
         console.print(f"scale {name}: {out[name]['host_s']:.1f} s for {result.dispatched} executions "

@@ -27,8 +27,15 @@ from pathlib import Path
 import numpy as np
 from rich.console import Console
 from rich.table import Table
+from schedulers import steady_step_times
 
-from gyre.sim.calibrate import fit, fitted_config, read_metrics, write_preset, write_trace
+from gyre.sim.calibrate import (
+    fit,
+    fitted_config,
+    read_metrics,
+    write_preset,
+    write_trace,
+)
 from gyre.sim.config import CONF_DIR
 from gyre.sim.run import simulate
 
@@ -47,10 +54,10 @@ def parse_args() -> argparse.Namespace:
     return parser.parse_args()
 
 
-def measured(run: Path) -> dict[str, float | dict]:
+def measured(run: Path) -> dict[str, float | dict]:  # steady state as benchmarks/schedulers.py defines it
     """Steady step time (mean after the first step), its standard error, and the run's scheduler block."""
     steps = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
-    times = np.asarray([s["step_time_s"] for s in steps[1:]] or [steps[0]["step_time_s"]])
+    times = np.asarray(steady_step_times(steps))
     sem = float(times.std(ddof=1) / np.sqrt(len(times))) if len(times) > 1 else float("nan")
     return {"step_s": float(times.mean()), "sem": sem, "scheduler": steps[0]["scheduler"]}
 
