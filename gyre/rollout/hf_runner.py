@@ -116,6 +116,9 @@ class HFRunner:
     def __init__(self, model: Any) -> None:
         self.model = model
         self.config = model.config
+        # Device and dtype are read from this parameter: walking model.parameters() on every call cost
+        # ~0.1 ms per call at 256 concurrent calls; the Parameter object outlives sleep/wake's data swaps.
+        self._first_parameter = next(model.parameters())
         text = self.config.get_text_config() if hasattr(self.config, "get_text_config") else self.config
         layer_types = set(getattr(text, "layer_types", None) or ["full_attention"])
         if layer_types != {"full_attention"} or getattr(text, "use_sliding_window", False):
@@ -138,11 +141,11 @@ class HFRunner:
 
     @property
     def device(self) -> torch.device:
-        return next(self.model.parameters()).device
+        return self._first_parameter.device
 
     @property
     def dtype(self) -> torch.dtype:
-        return next(self.model.parameters()).dtype
+        return self._first_parameter.dtype
 
     def new_row(self, layers: list[LayerKV] | None = None) -> RowCache:
         """A running cache holding ``layers`` (adopted without copying; the first append reallocates)."""
