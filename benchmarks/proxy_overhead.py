@@ -145,7 +145,8 @@ async def direct_round(engine, prompt_ids: list[int], sessions: int, calls: int,
     return latencies
 
 
-async def proxy_round(client, keys: list[str], sessions: int, calls: int, new_tokens: int) -> list[float]:
+async def http_round(client, path: str, keys: list[str], sessions: int, calls: int, new_tokens: int) -> list[float]:
+    """``calls`` sequential chat requests per session, the sessions concurrent; each session's own key."""
     body = json.dumps({"model": "m", "messages": MESSAGES, "max_tokens": new_tokens, "temperature": 0}).encode()
     latencies: list[float] = []
 
@@ -153,25 +154,7 @@ async def proxy_round(client, keys: list[str], sessions: int, calls: int, new_to
         headers = {"authorization": f"Bearer {keys[index]}", "content-type": "application/json"}
         for _ in range(calls):
             start = time.perf_counter()
-            async with client.post("v1/chat/completions", data=body, headers=headers) as response:
-                payload = await response.read()
-            latencies.append(time.perf_counter() - start)
-            assert response.status == 200, payload
-            assert json.loads(payload)["usage"]["completion_tokens"] == new_tokens
-
-    await asyncio.gather(*(session(i) for i in range(sessions)))
-    return latencies
-
-
-async def bare_round(client, sessions: int, calls: int, new_tokens: int) -> list[float]:
-    latencies: list[float] = []
-
-    async def session(index: int) -> None:
-        headers = {"authorization": f"Bearer bare-{index}", "content-type": "application/json"}
-        body = json.dumps({"model": "m", "messages": MESSAGES, "max_tokens": new_tokens}).encode()
-        for _ in range(calls):
-            start = time.perf_counter()
-            async with client.post(f"/?{new_tokens}", data=body, headers=headers) as response:
+            async with client.post(path, data=body, headers=headers) as response:
                 payload = await response.read()
             latencies.append(time.perf_counter() - start)
             assert response.status == 200, payload
@@ -193,6 +176,7 @@ async def measure(sessions: int, calls: int, rounds: int, new_tokens: int, run_d
     process, base, keys = start_proxy(sessions, new_tokens, run_dir)
     bare_process, bare_base = start_bare(sessions)
     gc.freeze()  # the servers freeze their start-up objects; so does the direct side
+    bare_keys = [f"bare-{index}" for index in range(sessions)]  # the bare server's session ids
     latencies: dict[str, list[float]] = {"direct": [], "bare": [], "proxy": []}
     cpu = {"direct": 0.0, "bare": 0.0, "proxy": 0.0}
     try:
@@ -201,17 +185,17 @@ async def measure(sessions: int, calls: int, rounds: int, new_tokens: int, run_d
             aiohttp.ClientSession(base_url=bare_base, connector=aiohttp.TCPConnector(limit=sessions + 8)) as bare_client,
         ):
             await direct_round(engine, prompt_ids, sessions, 1, new_tokens)  # warm-up every side
-            await bare_round(bare_client, sessions, 1, new_tokens)
-            await proxy_round(client, keys, sessions, 1, new_tokens)
+            await http_round(bare_client, f"/?{new_tokens}", bare_keys, sessions, 1, new_tokens)
+            await http_round(client, "v1/chat/completions", keys, sessions, 1, new_tokens)
             for _ in range(rounds):  # alternate, so load drifts on a shared machine hit every side alike
                 start = time.process_time()
                 latencies["direct"] += await direct_round(engine, prompt_ids, sessions, calls, new_tokens)
                 cpu["direct"] += time.process_time() - start
                 start = process_cpu_s(bare_process.pid)
-                latencies["bare"] += await bare_round(bare_client, sessions, calls, new_tokens)
+                latencies["bare"] += await http_round(bare_client, f"/?{new_tokens}", bare_keys, sessions, calls, new_tokens)
                 cpu["bare"] += process_cpu_s(bare_process.pid) - start
                 start = process_cpu_s(process.pid)
-                latencies["proxy"] += await proxy_round(client, keys, sessions, calls, new_tokens)
+                latencies["proxy"] += await http_round(client, "v1/chat/completions", keys, sessions, calls, new_tokens)
                 cpu["proxy"] += process_cpu_s(process.pid) - start
     finally:
         for server in (process, bare_process):

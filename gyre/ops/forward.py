@@ -6,7 +6,11 @@ from typing import Any
 
 import torch
 
-from gyre.ops.tree_attention import make_plan, register_tree_attention
+from gyre.ops.tree_attention import (
+    DEFAULT_BLOCK_SIZE,
+    make_plan,
+    register_tree_attention,
+)
 
 
 def use_tree_attention(model: torch.nn.Module) -> None:
@@ -35,7 +39,7 @@ def tree_logprobs(
     *,
     temperature: float = 1.0,
     backend: str = "auto",
-    block_size: int = 4096,
+    block_size: int = DEFAULT_BLOCK_SIZE,
     with_entropy: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Log-probs at the batch's edges ``(edge_row, edge_label)``; logits are computed for edge rows only."""

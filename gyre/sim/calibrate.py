@@ -198,7 +198,6 @@ def fit(rows: list[dict[str, Any]], gpus_per_cell: int = 1, active_params_b: flo
     calls_cv2 = math.expm1(calls.sigma**2)
     decode_sigma = per_call_sigma(max(0.0, model.cv2 - calls_cv2), calls.mean)
     tool_sigma = per_call_sigma(max(0.0, tool.cv2 - calls_cv2), calls.mean) if tool_rows else 0.0
-    tool_per_exec = tool.mean
     trace = measured_trace(rows, decode_s_per_token, prefill_per_call)
 
     # Training: time = intercept + slope x tree tokens, on the cells that trained.
@@ -238,7 +237,7 @@ def fit(rows: list[dict[str, Any]], gpus_per_cell: int = 1, active_params_b: flo
                          "prompt_tokens_mean": 0.0, "prompt_tokens_sigma": 0.0,
                          "prefill_tokens_mean": prefill_per_call, "prefill_tokens_sigma": 0.0,
                          "decode_tokens_mean": decode_per_call, "decode_tokens_sigma": decode_sigma,
-                         "tool_s_mean": tool_per_exec / calls.mean, "tool_s_sigma": tool_sigma, "timeout_s": None},
+                         "tool_s_mean": tool.mean / calls.mean, "tool_s_sigma": tool_sigma, "timeout_s": None},
             "train": {"achieved_tflops_per_gpu": achieved, "weight_sync_s": sync, "step_overhead_s": overhead},
             "switch": {"rollout_to_train_s": r2t if r2t is not None else 0.0,
                        "train_to_rollout_s": t2r if t2r is not None else 0.0},

@@ -28,6 +28,7 @@ def step_records(sim: Simulator) -> list[dict[str, Any]]:
         ids = np.asarray(step["ids"], dtype=np.int64)
         window = [kind for when, kind in sim.switch_log if previous_end <= when < step["end"]]
         seconds = table.finish_t[ids] - table.dispatch_t[ids]
+        calls = table.calls[ids].astype(int).tolist()  # every execution trained here finished here too
         records.append({
             "step": index,
             "step_time_s": step["end"] - previous_end,
@@ -35,8 +36,8 @@ def step_records(sim: Simulator) -> list[dict[str, Any]]:
             "rollout/execution_time_s": seconds.tolist(),
             "rollout/tool_time_s": table.tool_s[ids].tolist(),
             "rollout/model_time_s": (seconds - table.tool_s[ids]).tolist(),
-            "rollout/execution_calls": table.calls[ids].astype(int).tolist(),
-            "rollout/calls_per_execution": table.calls[ids].astype(int).tolist(),
+            "rollout/execution_calls": calls,
+            "rollout/calls_per_execution": calls,
             "tokens/tree": step["tree_tokens"] * sim.train.tree_ratio,
             "tokens/policy": step["policy_tokens"] * sim.train.tree_ratio,
             "switch/rollout_to_train_s": cfg.switch.rollout_to_train_s if "rollout_to_train" in window else None,

@@ -17,13 +17,14 @@ import torch
 
 from gyre.algo.losses import LossConfig, tree_policy_loss
 from gyre.ops.forward import tree_logprobs
+from gyre.ops.tree_attention import DEFAULT_BLOCK_SIZE
 from gyre.protocol import PackedBatch
 
 
 @dataclass
 class StepConfig:
     attention_backend: str = "auto"
-    attention_block_size: int = 4096  # longest chain block (block backend): the attention area does not depend on it, the kernel calls do
+    attention_block_size: int = DEFAULT_BLOCK_SIZE  # longest chain block of the block backend
     max_grad_norm: float | None = 1.0
 
 

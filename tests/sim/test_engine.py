@@ -55,12 +55,17 @@ def test_colocate_equals_its_closed_form():
     assert result.ideal_time_s == pytest.approx((96 * 30 / 8 + 3 * 12 * 4) / 4)
 
 
-@pytest.mark.parametrize("policy", ["colocate", "async", "elastic"])
-def test_conservation(policy, small_heavy_tailed):
-    root = load_config(overrides=small_heavy_tailed + ["sim.drain=true"])
+def _run(policy, overrides):
+    """One policy over a config; (the simulator, for its logs, and its result)."""
+    root = load_config(overrides=overrides)
     world = World(root)
     sim = Simulator(world, scheduler_config(root, policy, world))
-    result = sim.run()
+    return sim, sim.run()
+
+
+@pytest.mark.parametrize("policy", ["colocate", "async", "elastic"])
+def test_conservation(policy, small_heavy_tailed):
+    sim, result = _run(policy, small_heavy_tailed + ["sim.drain=true"])
     # every dispatched execution finishes exactly once (the drain lets the last ones end)
     assert result.dispatched == result.finished == len(result.finishes_per_execution)
     assert set(result.finishes_per_execution) == {1}
@@ -202,10 +207,7 @@ def test_orphaned_sessions_pause_and_time_out_once_placed():
 
 @pytest.mark.parametrize("policy", ["colocate", "async", "elastic"])
 def test_groups_are_trained_whole_once_their_last_member_finishes(policy, small_heavy_tailed):
-    root = load_config(overrides=small_heavy_tailed + ["sim.group_size=4"])
-    world = World(root)
-    sim = Simulator(world, scheduler_config(root, policy, world))
-    result = sim.run()
+    sim, result = _run(policy, small_heavy_tailed + ["sim.group_size=4"])
     assert result.dispatched % 4 == 0 and result.trained == 4 * 48
     for step in sim.step_log:
         members = Counter(ident // 4 for ident in step["ids"])
