@@ -42,6 +42,17 @@ def encode(record: CallRecord) -> str:
     return json.dumps({f.name: getattr(record, f.name) for f in fields(record)}, separators=(",", ":"))
 
 
+def read_record_file(path: str | os.PathLike[str]) -> list[CallRecord]:
+    """Every complete record of one execution's record file, in completion order (a torn last line, the
+    one being written when a process died, is skipped)."""
+    records = []
+    with Path(path).open() as handle:
+        for line in handle:
+            if line.endswith("\n"):
+                records.append(CallRecord.from_dict(json.loads(line)))
+    return records
+
+
 class RecordWriter:
     """Appends records durably; ``write`` resolves once the record's line is in the OS (or on disk).
 
@@ -122,14 +133,7 @@ class RecordWriter:
     def read(self, execution_id: str) -> list[CallRecord]:
         """Every record of ``execution_id`` on disk, in completion order (a torn last line is skipped)."""
         path = self.path(execution_id)
-        if not path.exists():
-            return []
-        records = []
-        with path.open() as handle:
-            for line in handle:
-                if line.endswith("\n"):
-                    records.append(CallRecord.from_dict(json.loads(line)))
-        return records
+        return read_record_file(path) if path.exists() else []
 
     def close(self) -> None:
         """Write and sync what is queued, then stop the thread and close the files."""
