@@ -16,7 +16,7 @@ from gyre.envs.sandbox import Sandbox
 from gyre.envs.task import DOMAINS
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
-KEYS = ("domain", "path", "loader", "sandbox", "eval_retries")
+KEYS = ("domain", "path", "val_path", "loader", "sandbox", "eval_retries")
 
 
 def _plain(value: Any) -> Any:
@@ -32,6 +32,7 @@ def _plain(value: Any) -> Any:
 class EnvConfig:
     domain: str
     path: str
+    val_path: str | None = None  # held-out tasks (same domain and loader); None: split from `path`
     loader: dict[str, Any] = field(default_factory=dict)
     sandbox: Sandbox = field(default_factory=Sandbox)
     eval_retries: int = 2
@@ -60,17 +61,25 @@ class EnvConfig:
         return cls(
             domain=data["domain"],
             path=str(data["path"]),
+            val_path=str(data["val_path"]) if data.get("val_path") else None,
             loader=loader,
             sandbox=Sandbox.from_config(data.get("sandbox")),
             eval_retries=retries,
         )
 
-    def resolved_path(self) -> Path:
-        """``path`` as given when it exists, else relative to the project root (Hydra may change cwd)."""
-        path = Path(self.path)
-        if path.is_absolute() or path.exists():
-            return path
-        return PROJECT_ROOT / path
+    def resolved_path(self, path: str | None = None) -> Path:
+        """``path`` (default: ``self.path``) as given when it exists, else relative to the project root
+        (Hydra may change cwd)."""
+        resolved = Path(self.path if path is None else path)
+        if resolved.is_absolute() or resolved.exists():
+            return resolved
+        return PROJECT_ROOT / resolved
 
     def load(self) -> LoadResult:
         return load_tasks(self.domain, self.resolved_path(), **self.loader)
+
+    def load_val(self) -> LoadResult | None:
+        """The held-out tasks of ``val_path`` (None when the suite has no held-out folder)."""
+        if self.val_path is None:
+            return None
+        return load_tasks(self.domain, self.resolved_path(self.val_path), **self.loader)

@@ -34,6 +34,7 @@ class ReferenceOptions:
     api_retries: int = 2
     tool_delay_mu: float | None = None  # simulated tool seconds per turn ~ log-normal(mu, sigma); None: off
     tool_delay_sigma: float = 1.0
+    tools: list[str] | None = None  # main-agent tools offered (None: all); a short prompt for small models
 
 
 @dataclass

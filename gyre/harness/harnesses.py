@@ -115,6 +115,8 @@ class ReferenceHarness:
             argv.append("--no-sub-agent")
         if opts.tool_delay_mu is not None:
             argv += ["--tool-delay-mu", str(opts.tool_delay_mu), "--tool-delay-sigma", str(opts.tool_delay_sigma)]
+        if opts.tools is not None:
+            argv += ["--tools", ",".join(opts.tools)]
         env = {"OPENAI_BASE_URL": ctx.openai_base_url, "OPENAI_API_KEY": ctx.api_key}
         return Command(argv, env, ro_paths=(GYRE_PACKAGE,))
 

@@ -106,6 +106,9 @@ class Settings:
     # use it to give executions the heavy-tailed durations of real agent runs.
     tool_delay_mu: float | None = None
     tool_delay_sigma: float = 1.0
+    # Names of the main agent's tools to offer (None: all of MAIN_TOOLS). A smaller set keeps the prompt
+    # short for small models; ``delegate`` needs the sub-agent.
+    tools: tuple[str, ...] | None = None
 
 
 @dataclass
@@ -212,6 +215,19 @@ class Model:
         raise AssertionError("unreachable: the last attempt returns or raises")
 
 
+def main_tools(names: tuple[str, ...] | None) -> list[dict[str, Any]]:
+    """The main agent's tool schemas, in MAIN_TOOLS order, restricted to ``names`` (None: all of them)."""
+    if names is None:
+        return list(MAIN_TOOLS)
+    known = [tool["function"]["name"] for tool in MAIN_TOOLS]
+    unknown = sorted(set(names) - set(known))
+    if unknown:
+        raise ValueError(f"unknown tool(s) {unknown}; the reference agent's tools are {known}")
+    if "finish" not in names:
+        raise ValueError("the tools must include finish (the only way the agent ends a task)")
+    return [tool for tool in MAIN_TOOLS if tool["function"]["name"] in names]
+
+
 def _error_message(raw: bytes) -> str:
     """The ``error.message`` of an OpenAI-shaped error body, else the body itself (cut to 2000 chars)."""
     text = raw.decode("utf-8", errors="replace")
@@ -254,6 +270,7 @@ class Agent:
         self.stats = Stats()
         self.model = model or Model(settings, self.stats)
         self.tools = Tools(workspace, timeout_s=settings.tool_timeout_s, max_output_chars=settings.max_output_chars)
+        self.main_tools = main_tools(settings.tools)
         self.task_message: dict[str, Any] = {"role": "user", "content": f"Task:\n{instruction}"}
 
     # ------------------------------------------------------------------ the run
@@ -282,14 +299,14 @@ class Agent:
             if self.should_compact(conversation):
                 conversation = self.compact(conversation)
             try:
-                reply, calls, problem = self.turn(conversation, MAIN_TOOLS, "main")
+                reply, calls, problem = self.turn(conversation, self.main_tools, "main")
             except PromptTooLong:
                 if not conversation.history:
                     raise
                 conversation = self.compact(conversation)
                 continue
             if calls is None:
-                self.reject(conversation, reply, problem or NO_TOOL_CALL, MAIN_TOOLS)
+                self.reject(conversation, reply, problem or NO_TOOL_CALL, self.main_tools)
                 continue
             conversation.messages.append(reply.message)
             for call in calls:
@@ -348,7 +365,7 @@ class Agent:
         self.stats.compactions += 1
         request = conversation.messages + [{"role": "user", "content": SUMMARY_PROMPT}]
         try:
-            summary = self.model.chat(request, MAIN_TOOLS, "main-summary", allow_tools=False).message["content"]
+            summary = self.model.chat(request, self.main_tools, "main-summary", allow_tools=False).message["content"]
         except PromptTooLong:
             summary = "(the conversation was too long to summarise; the work done so far is in the workspace)"
         content = f"{self.task_message['content']}\n\nSummary of your work so far:\n{summary}"
@@ -405,6 +422,7 @@ def parse_args(argv: list[str] | None = None) -> tuple[str, Path, Settings]:
     parser.add_argument("--api-retries", type=int, default=defaults.api_retries, help="SDK retries on 429/5xx/connection errors")
     parser.add_argument("--tool-delay-mu", type=float, default=None, help="log-normal mu of simulated tool seconds per turn")
     parser.add_argument("--tool-delay-sigma", type=float, default=defaults.tool_delay_sigma, help="log-normal sigma of it")
+    parser.add_argument("--tools", default=None, help="comma-separated main-agent tools to offer (default: all)")
     args = parser.parse_args(argv)
     for name in ("max_turns", "max_tokens", "context_chars", "sub_max_turns", "max_output_chars"):
         if getattr(args, name) < 1:
@@ -423,6 +441,13 @@ def parse_args(argv: list[str] | None = None) -> tuple[str, Path, Settings]:
         parser.error("the instruction is empty")
     if not args.workspace.is_dir():
         parser.error(f"--workspace {args.workspace} is not a folder")
+    tools = tuple(name.strip() for name in args.tools.split(",") if name.strip()) if args.tools is not None else None
+    try:
+        main_tools(tools)
+    except ValueError as error:
+        parser.error(f"--tools: {error}")
+    if tools is not None and "delegate" in tools and args.no_sub_agent:
+        parser.error("--tools: delegate needs the sub-agent (drop --no-sub-agent or the delegate tool)")
     settings = Settings(
         model=args.model,
         max_turns=args.max_turns,
@@ -439,6 +464,7 @@ def parse_args(argv: list[str] | None = None) -> tuple[str, Path, Settings]:
         api_retries=args.api_retries,
         tool_delay_mu=args.tool_delay_mu,
         tool_delay_sigma=args.tool_delay_sigma,
+        tools=tools,
     )
     return instruction, args.workspace.absolute(), settings
 

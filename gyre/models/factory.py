@@ -1,22 +1,26 @@
-"""Model and tokenizer factory: ``tiny`` (built in) or a local HF checkpoint folder. Never a hub download."""
+"""Model and tokenizer factory: a built-in preset (``tiny``, ``small``) or a local HF checkpoint folder.
+Never a hub download."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from gyre.models.tiny import TinySpec, tiny_path
+from gyre.models.tiny import BUILTIN_MODELS, tiny_path
 
 
 def resolve_model_path(path: str, tiny_overrides: dict[str, Any] | None = None) -> Path:
-    """Turn ``model.path`` into a local folder: ``tiny`` builds the built-in model, anything else must exist."""
-    if path == "tiny":
-        return tiny_path(TinySpec(**(tiny_overrides or {})))
+    """Turn ``model.path`` into a local folder: a preset name (``tiny``, ``small``) builds that built-in model
+    (``tiny_overrides`` change its spec), anything else must be a local checkpoint folder."""
+    path = str(path)
+    if path in BUILTIN_MODELS:
+        return tiny_path(replace(BUILTIN_MODELS[path], **(tiny_overrides or {})))
     folder = Path(path).expanduser()
     if not (folder / "config.json").is_file():
         raise FileNotFoundError(
-            f"model.path={path!r} is not a local HF checkpoint folder (no config.json there); "
-            "Gyre never downloads from a hub: pass a local path or model.path=tiny"
+            f"model.path={path!r} is not a local HF checkpoint folder (no config.json there); Gyre never "
+            f"downloads from a hub: pass a local path or a built-in model ({', '.join(BUILTIN_MODELS)})"
         )
     return folder
 

@@ -1,6 +1,9 @@
-"""The built-in tiny model: a Qwen3 architecture with a tokenizer made offline, saved as an HF checkpoint.
+"""The built-in models: Qwen3 architectures with a tokenizer made offline, saved as HF checkpoints.
 
-Nothing is downloaded: the byte-level BPE tokenizer is trained on ``tiny_corpus.txt`` (shipped with the
+Two presets, named like paths (``model.path=tiny`` / ``model.path=small``): ``tiny`` runs a training step
+in milliseconds and exercises the system; ``small`` (4 layers, width 128, ~1M parameters) is large enough
+to learn the built-in ``learn`` suite after a supervised warm start, and still trains in well under a
+second per step on one CPU core. Nothing is downloaded: the byte-level BPE tokenizer is trained on ``tiny_corpus.txt`` (shipped with the
 package) and the weights are initialised from a fixed seed. The result is written once to a cache folder
 keyed by a hash of everything that defines it, and from then on loads like any local HF checkpoint.
 """
@@ -59,6 +62,19 @@ class TinySpec:
             sort_keys=True,
         )
         return hashlib.sha256(payload.encode()).hexdigest()[:16]
+
+
+BUILTIN_MODELS: dict[str, TinySpec] = {
+    "tiny": TinySpec(),
+    "small": TinySpec(
+        hidden_size=128,
+        intermediate_size=384,
+        num_hidden_layers=4,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=32,
+    ),
+}
 
 
 def cache_root() -> Path:

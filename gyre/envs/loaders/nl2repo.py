@@ -8,8 +8,11 @@ Public files (as in the benchmark's ``test_files/<task>/``):
 
 The benchmark keeps the hidden test files in its Docker images; here they live in the task folder under
 ``hidden/`` at the paths ``test_files.json`` names (or under ``<tests_root>/<task>/`` when given). A
-``reference/`` folder, when present, is the reference implementation (copied over an empty workspace it
-must score 1.0). The agent starts from an empty workspace and sees neither.
+``reference/`` folder, when present, is the reference implementation (copied over the starting workspace
+it must score 1.0). The agent starts from an empty workspace and sees neither.
+
+One extension of the format: a ``workspace/`` folder, when present, holds the files the agent starts with
+(NL2RepoBench itself always starts empty; Gyre's ``learn`` suite has tasks that read a given file).
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from gyre.envs.loaders.common import LoadResult, check_type, read_json_file
 from gyre.envs.scorers.nl2repo import NL2RepoScorer
 from gyre.envs.solutions import CopySolution
 from gyre.envs.task import Task
-from gyre.envs.workspace import EmptySource, relative_parts
+from gyre.envs.workspace import CopySource, EmptySource, relative_parts
 
 REQUIRED = ("start.md", "test_case_count.txt", "test_commands.json", "test_files.json")
 DEFAULT_AGENT_TIMEOUT = 3600.0
@@ -109,11 +112,12 @@ def load_task(
                 folder / "test_files.json", "test_files", f"hidden test path {rel!r} not found under {hidden}"
             )
     reference = folder / "reference"
+    starting = folder / "workspace"
     return Task(
         id=folder.name,
         domain="nl2repo",
         instruction=instruction,
-        source=EmptySource(),
+        source=CopySource(((str(starting), "."),)) if starting.is_dir() else EmptySource(),
         scorer=NL2RepoScorer(
             test_files=tuple(files),
             test_commands=tuple(commands),
