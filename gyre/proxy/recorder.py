@@ -42,14 +42,26 @@ def encode(record: CallRecord) -> str:
     return json.dumps({f.name: getattr(record, f.name) for f in fields(record)}, separators=(",", ":"))
 
 
-def read_record_file(path: str | os.PathLike[str]) -> list[CallRecord]:
-    """Every complete record of one execution's record file, in completion order (a torn last line, the
-    one being written when a process died, is skipped)."""
+def read_record_file(path: str | os.PathLike[str], errors: list[str] | None = None) -> list[CallRecord]:
+    """Every record of one execution's record file, in completion order.
+
+    A torn last line (the one being written when a process died) is skipped. A line that is not a valid
+    record raises ``ValueError`` naming the file and line; with an ``errors`` list it is skipped instead
+    and its problem appended there (so is a torn last line), for readers that keep what is readable."""
     records = []
-    with Path(path).open() as handle:
-        for line in handle:
-            if line.endswith("\n"):
+    with Path(path).open(encoding="utf-8", errors="replace") as handle:
+        for number, line in enumerate(handle, start=1):
+            if not line.endswith("\n"):
+                if errors is not None:
+                    errors.append(f"{path}:{number}: incomplete last line (the write was cut off)")
+                continue
+            try:
                 records.append(CallRecord.from_dict(json.loads(line)))
+            except (ValueError, TypeError) as error:  # bad JSON, missing/unknown fields, invalid values
+                message = f"{path}:{number}: not a call record ({type(error).__name__}: {error})"
+                if errors is None:
+                    raise ValueError(message) from error
+                errors.append(message)
     return records
 
 
