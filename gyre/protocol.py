@@ -135,7 +135,9 @@ class PackedBatch:
     """Several trees concatenated into one sequence (batch size 1), with their edge lists.
 
     Index arrays are already offset into the packed sequence. ``tree_ptr`` holds the start of each tree
-    (length trees + 1). ``to_torch`` gives the tensors the trainer feeds to the model.
+    (length trees + 1). ``to_torch`` gives the tensors the trainer feeds to the model. ``chunk_tokens`` is
+    set on a batch longer than a micro-batch (one tree): it is trained in chunks of at most that many
+    tokens, with the same loss and gradients (``gyre.ops.chunked``).
     """
 
     execution_ids: list[str]
@@ -153,6 +155,7 @@ class PackedBatch:
     w_minus: np.ndarray
     w_tok: np.ndarray
     path_tokens: int = 0  # tokens over all kept paths of these trees (for tree_token_ratio)
+    chunk_tokens: int | None = None  # train in chunks of at most this many tokens (None: in one pass)
 
     @property
     def num_tokens(self) -> int:
