@@ -13,6 +13,11 @@
 A backend is chosen by handing the model a ``TreeAttentionPlan`` as its mask (see ``gyre.ops.forward``);
 the attention function registered as ``gyre_tree`` dispatches on it and falls back to plain SDPA for
 ordinary calls, so one model serves tree-packed and normal forwards.
+
+Chunked training (``gyre.ops.chunked``) runs a plan whose first ``query_start`` rows are not fed to the
+model: they are ancestors computed by an earlier chunk, and their keys/values come in ``past`` (one pair per
+layer, put in front of the chunk's own). The attention call also hands each layer's own keys/values back
+through ``captured`` so that later chunks can attend to them.
 """
 
 from __future__ import annotations
@@ -56,13 +61,20 @@ class QueryBlock:
 
 @dataclass
 class TreeAttentionPlan:
-    """Everything a tree attention call needs, computed once per micro-batch and shared by all layers."""
+    """Everything a tree attention call needs, computed once per micro-batch and shared by all layers.
+
+    Rows ``[query_start, len(subtree_end))`` are the model's input; rows before ``query_start`` are cached
+    ancestors whose keys/values ``past[layer]`` supplies (``[B, kv_heads, query_start, head_dim]``). When
+    ``captured`` is a dict, each layer stores its own ``(key, value)`` there (graph tensors, not copies)."""
 
     subtree_end: torch.Tensor
     backend: str
     blocks: list[QueryBlock] = field(default_factory=list)
     block_mask: Any = None  # flex BlockMask
     dense_mask: torch.Tensor | None = None
+    query_start: int = 0
+    past: list[tuple[torch.Tensor, torch.Tensor]] | None = None
+    captured: dict[int, tuple[torch.Tensor, torch.Tensor]] | None = None
 
     @property
     def attended_pairs(self) -> int:
@@ -80,25 +92,31 @@ def resolve_backend(backend: str, device: torch.device) -> str:
     return backend
 
 
-def make_plan(subtree_end: torch.Tensor, backend: str = "auto", block_size: int = DEFAULT_BLOCK_SIZE) -> TreeAttentionPlan:
+def make_plan(
+    subtree_end: torch.Tensor, backend: str = "auto", block_size: int = DEFAULT_BLOCK_SIZE, query_start: int = 0
+) -> TreeAttentionPlan:
+    """The attention plan of rows ``[query_start, n)`` of a preorder layout against all its ``n`` keys."""
     backend = resolve_backend(backend, subtree_end.device)
-    plan = TreeAttentionPlan(subtree_end=subtree_end, backend=backend)
+    n = subtree_end.shape[0]
+    if not 0 <= query_start < n:
+        raise ValueError(f"query_start must be in [0, {n}) for a layout of {n} rows, got {query_start}")
+    plan = TreeAttentionPlan(subtree_end=subtree_end, backend=backend, query_start=query_start)
     if backend == "dense":
-        plan.dense_mask = dense_tree_mask(subtree_end)
+        plan.dense_mask = dense_tree_mask(subtree_end)[query_start:]
     elif backend == "block":
-        plan.blocks = _query_blocks(subtree_end, block_size)
+        plan.blocks = _query_blocks(subtree_end, block_size, query_start)
     else:
-        plan.block_mask = _flex_block_mask(subtree_end)
+        plan.block_mask = _flex_block_mask(subtree_end, query_start)
     return plan
 
 
-def _query_blocks(subtree_end: torch.Tensor, block_size: int) -> list[QueryBlock]:
-    """Cut the preorder rows into chains: a new block starts where a row is not the child of the row before
-    it (a sibling branch begins: ``subtree_end[k - 1] <= k``) or the block is full."""
+def _query_blocks(subtree_end: torch.Tensor, block_size: int, query_start: int = 0) -> list[QueryBlock]:
+    """Cut the preorder rows from ``query_start`` on into chains: a new block starts where a row is not the
+    child of the row before it (a sibling branch begins: ``subtree_end[k - 1] <= k``) or the block is full."""
     n = subtree_end.shape[0]
     index = torch.arange(n, device=subtree_end.device)
     branch_starts = (subtree_end[:-1] <= index[1:]).nonzero().flatten().add(1).tolist()
-    cuts = sorted({0, n, *branch_starts})
+    cuts = sorted({query_start, n, *(start for start in branch_starts if start > query_start)})
     blocks = []
     for run_start, run_end in zip(cuts, cuts[1:]):
         for start in range(run_start, run_end, block_size):
@@ -157,29 +175,34 @@ class _ChainBlockAttention(torch.autograd.Function):
 def block_tree_attention(
     query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, plan: TreeAttentionPlan, scaling: float
 ) -> torch.Tensor:
-    """Each chain block against exactly the keys it can see. query [B, H, L, D]; key/value [B, Hkv, L, D]."""
+    """Each chain block against exactly the keys it can see. query [B, H, L - query_start, D] (the plan's
+    query rows); key/value [B, Hkv, L, D] (every row of the layout)."""
     outputs = []
     for block in plan.blocks:
         rows = slice(block.start, block.end)
+        query_rows = slice(block.start - plan.query_start, block.end - plan.query_start)
         k_prefix = v_prefix = None
         if block.prefix is not None:
             k_prefix = _select(key, block.prefix).contiguous()
             v_prefix = _select(value, block.prefix).contiguous()
         outputs.append(_ChainBlockAttention.apply(
-            query[:, :, rows].contiguous(), k_prefix, v_prefix,
+            query[:, :, query_rows].contiguous(), k_prefix, v_prefix,
             key[:, :, rows].contiguous(), value[:, :, rows].contiguous(), scaling))
     return torch.cat(outputs, dim=2)
 
 
-def _flex_block_mask(subtree_end: torch.Tensor):
+def _flex_block_mask(subtree_end: torch.Tensor, query_start: int = 0):
     from torch.nn.attention.flex_attention import create_block_mask
 
     n = subtree_end.shape[0]
 
     def tree_mask(b, h, q_idx, kv_idx):
-        return (kv_idx <= q_idx) & (q_idx < subtree_end[kv_idx])
+        row = q_idx + query_start
+        return (kv_idx <= row) & (row < subtree_end[kv_idx])
 
-    return create_block_mask(tree_mask, B=None, H=None, Q_LEN=n, KV_LEN=n, device=subtree_end.device)
+    return create_block_mask(
+        tree_mask, B=None, H=None, Q_LEN=n - query_start, KV_LEN=n, device=subtree_end.device
+    )
 
 
 _compiled_flex = None
@@ -213,6 +236,11 @@ def gyre_tree_attention(
         return sdpa_attention_forward(module, query, key, value, attention_mask, scaling=scaling, dropout=dropout, **kwargs)
     plan = attention_mask
     scaling = scaling if scaling is not None else query.shape[-1] ** -0.5
+    if plan.captured is not None:
+        plan.captured[module.layer_idx] = (key, value)
+    if plan.past is not None:
+        past_key, past_value = plan.past[module.layer_idx]
+        key, value = torch.cat([past_key, key], dim=2), torch.cat([past_value, value], dim=2)
     if plan.backend == "block":
         out = block_tree_attention(query, key, value, plan, scaling)
     elif plan.backend == "flex":

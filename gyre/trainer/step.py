@@ -3,7 +3,8 @@
 Micro-batches are independent: each one's loss is a plain sum over its edges (the edge weights already
 carry the two-level average over the whole step), so gradients from any split of the step's trees across
 micro-batches and trainer replicas simply add up. That is what lets streaming training hand micro-batches
-to whichever replica is free.
+to whichever replica is free. A batch marked with ``chunk_tokens`` (a tree longer than a micro-batch) is
+trained in chunks by ``gyre.ops.chunked`` with the same loss and gradients, on the one replica it went to.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 import torch
 
 from gyre.algo.losses import LossConfig, tree_policy_loss
+from gyre.ops.chunked import chunked_tree_backward, chunked_tree_logprobs
 from gyre.ops.forward import tree_logprobs
 from gyre.ops.tree_attention import DEFAULT_BLOCK_SIZE
 from gyre.protocol import PackedBatch
@@ -28,6 +30,22 @@ class StepConfig:
     max_grad_norm: float | None = 1.0
 
 
+def is_chunked(batch: PackedBatch) -> bool:
+    return batch.chunk_tokens is not None and batch.num_tokens > batch.chunk_tokens
+
+
+def batch_logprobs(
+    model: torch.nn.Module, batch: PackedBatch, tensors: dict[str, Any], loss_cfg: LossConfig, step_cfg: StepConfig,
+    *, with_entropy: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Log-probs (and entropies) at every edge of ``batch``, in one pass or chunk by chunk."""
+    options = {"temperature": loss_cfg.temperature, "backend": step_cfg.attention_backend,
+               "block_size": step_cfg.attention_block_size, "with_entropy": with_entropy}
+    if is_chunked(batch):
+        return chunked_tree_logprobs(model, tensors, int(batch.chunk_tokens), **options)  # type: ignore[arg-type]
+    return tree_logprobs(model, tensors, **options)
+
+
 def microbatch_backward(
     model: torch.nn.Module,
     batch: PackedBatch,
@@ -37,36 +55,63 @@ def microbatch_backward(
     proximal_logp: torch.Tensor | None = None,
     ref_model: torch.nn.Module | None = None,
 ) -> dict[str, float]:
-    """Forward + backward of one micro-batch; gradients accumulate into ``model``'s parameters."""
+    """Forward + backward of one micro-batch (a chunked one: all its chunks); gradients accumulate into
+    ``model``'s parameters."""
     device = next(model.parameters()).device
     tensors = batch.to_torch(device)
-    logp, entropy = tree_logprobs(
-        model, tensors, temperature=loss_cfg.temperature, backend=step_cfg.attention_backend,
-        block_size=step_cfg.attention_block_size, with_entropy=bool(loss_cfg.entropy_coef),
-    )
     ref_logp = None
     if loss_cfg.kl_coef:
         if ref_model is None:
             raise ValueError("algo.kl_coef > 0 needs a reference model")
         with torch.no_grad():
-            ref_logp, _ = tree_logprobs(
-                ref_model, tensors, temperature=loss_cfg.temperature, backend=step_cfg.attention_backend,
-                block_size=step_cfg.attention_block_size,
-            )
-    if proximal_logp is None and loss_cfg.proximal == "recompute":
-        # One update per batch: before it, the proximal policy is the model itself, so its log-probs are
-        # exactly this forward's, detached (no second pass needed; any trainer replica can do it).
-        proximal_logp = logp.detach()
-    loss, stats = tree_policy_loss(
-        logp, tensors["behavior_logprob"], tensors["w_plus"], tensors["w_minus"], tensors["w_tok"], loss_cfg,
-        proximal_logp=proximal_logp, ref_logp=ref_logp, entropy=entropy,
-    )
-    loss.backward()
-    stats["loss"] = float(loss.detach())
+            ref_logp, _ = batch_logprobs(ref_model, batch, tensors, loss_cfg, step_cfg)
+
+    def edge_loss(edges: torch.Tensor | None, logp: torch.Tensor, entropy: torch.Tensor | None):
+        """The loss of some edges (None: all of them) given their log-probs."""
+        def pick(values: torch.Tensor | None) -> torch.Tensor | None:
+            return values if values is None or edges is None else values[edges]
+
+        proximal = pick(proximal_logp)
+        if proximal is None and loss_cfg.proximal == "recompute":
+            # One update per batch: before it, the proximal policy is the model itself, so its log-probs are
+            # exactly this forward's, detached (no second pass needed; any trainer replica can do it).
+            proximal = logp.detach()
+        loss, stats = tree_policy_loss(
+            logp, pick(tensors["behavior_logprob"]), pick(tensors["w_plus"]), pick(tensors["w_minus"]),
+            pick(tensors["w_tok"]), loss_cfg, proximal_logp=proximal, ref_logp=pick(ref_logp), entropy=entropy,
+        )
+        stats["loss"] = float(loss.detach())
+        return loss, stats
+
+    with_entropy = bool(loss_cfg.entropy_coef)
+    if is_chunked(batch):
+        per_chunk, report = chunked_tree_backward(
+            model, tensors, int(batch.chunk_tokens), edge_loss, temperature=loss_cfg.temperature,  # type: ignore[arg-type]
+            backend=step_cfg.attention_backend, block_size=step_cfg.attention_block_size, with_entropy=with_entropy,
+        )
+        stats = merge_stats(per_chunk)
+        stats["chunks"] = float(report.chunks)
+        stats["chunk_recomputed_tokens"] = float(report.recomputed_tokens)
+    else:
+        logp, entropy = tree_logprobs(
+            model, tensors, temperature=loss_cfg.temperature, backend=step_cfg.attention_backend,
+            block_size=step_cfg.attention_block_size, with_entropy=with_entropy,
+        )
+        loss, stats = edge_loss(None, logp, entropy)
+        loss.backward()
     stats["tree_tokens"] = float(batch.num_tokens)
     stats["path_tokens"] = float(batch.path_tokens)
     stats["policy_tokens"] = float(batch.edge_target.shape[0])
     return stats
+
+
+def merge_stats(parts: list[dict[str, float]]) -> dict[str, float]:
+    """Statistics of a batch from those of its chunks: sums, except ``ratio_max`` (a maximum)."""
+    total: dict[str, float] = {}
+    for part in parts:
+        for key, value in part.items():
+            total[key] = max(total[key], value) if key == "ratio_max" and key in total else total.get(key, 0.0) + value
+    return total
 
 
 @torch.no_grad()
@@ -74,13 +119,7 @@ def proximal_logprobs(model: torch.nn.Module, batches: list[PackedBatch], loss_c
     """The current policy's log-probs at every edge, without gradients (e.g. to give a trainer that runs
     several updates per batch a fixed proximal policy)."""
     device = next(model.parameters()).device
-    return [
-        tree_logprobs(
-            model, batch.to_torch(device), temperature=loss_cfg.temperature,
-            backend=step_cfg.attention_backend, block_size=step_cfg.attention_block_size,
-        )[0]
-        for batch in batches
-    ]
+    return [batch_logprobs(model, batch, batch.to_torch(device), loss_cfg, step_cfg)[0] for batch in batches]
 
 
 def reduce_stats(per_batch: list[dict[str, float]]) -> dict[str, float]:

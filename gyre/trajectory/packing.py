@@ -1,7 +1,9 @@
 """Pack weighted trees into micro-batches: one sequence per micro-batch, trees laid end to end.
 
-First-fit decreasing by tree size. A tree longer than the micro-batch limit is an error naming its
-execution; trees are never truncated (partitioning one tree across micro-batches is future work).
+First-fit decreasing by tree size for trees that fit a micro-batch. A tree longer than the limit is never
+refused or truncated: it becomes a work item of its own, marked to train in chunks of at most the limit
+(``PackedBatch.chunk_tokens``), which gives exactly the loss and gradients of training it whole
+(``gyre.ops.chunked``). A work item is trained by one replica, so all chunks of a tree stay together.
 """
 
 from __future__ import annotations
@@ -13,21 +15,17 @@ import numpy as np
 from gyre.protocol import PackedBatch, TrajectoryTree
 
 
-class TreeTooLongError(ValueError):
-    pass
-
-
 def pack_trees(trees: Sequence[TrajectoryTree], max_tokens: int) -> list[PackedBatch]:
-    """Micro-batches of at most ``max_tokens`` tokens each, every tree whole in exactly one of them."""
-    for tree in trees:
-        if tree.num_tokens > max_tokens:
-            raise TreeTooLongError(
-                f"execution {tree.execution_id!r}: its tree has {tree.num_tokens} tokens, more than "
-                f"trainer.max_tokens_per_microbatch={max_tokens}; raise the limit (trees are never truncated)"
-            )
+    """Work items of at most ``max_tokens`` tokens per forward pass: small trees share micro-batches
+    (every tree whole in exactly one); each longer tree is an item of its own, trained in chunks. Chunked
+    items come first (the longest work starts first when replicas pull items)."""
+    if max_tokens < 1:
+        raise ValueError(f"trainer.max_tokens_per_microbatch must be >= 1, got {max_tokens}")
+    long_trees = sorted((t for t in trees if t.num_tokens > max_tokens), key=lambda t: t.num_tokens, reverse=True)
+    chunked = [concat_trees([tree], chunk_tokens=max_tokens) for tree in long_trees]
     bins: list[list[TrajectoryTree]] = []
     free: list[int] = []
-    for tree in sorted(trees, key=lambda t: t.num_tokens, reverse=True):
+    for tree in sorted((t for t in trees if t.num_tokens <= max_tokens), key=lambda t: t.num_tokens, reverse=True):
         for index, room in enumerate(free):
             if tree.num_tokens <= room:
                 bins[index].append(tree)
@@ -36,10 +34,10 @@ def pack_trees(trees: Sequence[TrajectoryTree], max_tokens: int) -> list[PackedB
         else:
             bins.append([tree])
             free.append(max_tokens - tree.num_tokens)
-    return [concat_trees(group) for group in bins]
+    return chunked + [concat_trees(group) for group in bins]
 
 
-def concat_trees(trees: Sequence[TrajectoryTree]) -> PackedBatch:
+def concat_trees(trees: Sequence[TrajectoryTree], chunk_tokens: int | None = None) -> PackedBatch:
     """Lay trees end to end, shifting every index array by the tree's start."""
     starts = np.concatenate([[0], np.cumsum([tree.num_tokens for tree in trees])]).astype(np.int64)
 
@@ -63,4 +61,5 @@ def concat_trees(trees: Sequence[TrajectoryTree]) -> PackedBatch:
         w_minus=cat("w_minus"),
         w_tok=cat("w_tok"),
         path_tokens=sum(tree.path_token_count() for tree in trees),
+        chunk_tokens=chunk_tokens,
     )

@@ -8,7 +8,6 @@ import pytest
 from gyre.algo.advantages import compute_advantages
 from gyre.protocol import CallRecord
 from gyre.trajectory import (
-    TreeTooLongError,
     assign_loss_weights,
     build_tree,
     pack_trees,
@@ -114,17 +113,33 @@ def test_packing_first_fit_decreasing_and_no_truncation():
     limit = 2 * max(t.num_tokens for t in trees)
     batches = pack_trees(trees, limit)
     assert sorted(e for b in batches for e in b.execution_ids) == sorted(t.execution_id for t in trees)
-    assert all(b.num_tokens <= limit for b in batches)
+    assert all(b.num_tokens <= limit and b.chunk_tokens is None for b in batches)
     assert len(batches) < len(trees)
     for batch in batches:  # indices are offset into the packed sequence and stay within each tree
         for start, end in zip(batch.tree_ptr[:-1], batch.tree_ptr[1:]):
             inside = (batch.edge_row >= start) & (batch.edge_row < end)
             assert (batch.subtree_end[start:end] <= end).all() and (batch.depth[start] == 0)
             assert ((batch.edge_target[inside] > start) & (batch.edge_target[inside] < end)).all()
-    longest = max(trees, key=lambda t: t.num_tokens)
+
+
+def test_a_tree_longer_than_a_micro_batch_is_chunked_whole_and_small_trees_still_share():
+    specs = [WorkloadSpec(turns=12)] + [WorkloadSpec(turns=2, subagents=0, retry_prob=0.0)] * 3
+    trees = [build_tree(synthetic_execution(f"e{i}", spec, seed=i).calls) for i, spec in enumerate(specs)]
+    for tree in trees:
+        assign_loss_weights(tree, 1.0, num_executions=4)
+    longest, *small = sorted(trees, key=lambda t: t.num_tokens, reverse=True)
     limit = longest.num_tokens - 1
-    with pytest.raises(TreeTooLongError, match=f"execution '{longest.execution_id}'.*max_tokens_per_microbatch={limit}"):
-        pack_trees(trees, limit)
+    assert sum(t.num_tokens for t in small) <= limit, "the small trees must fit one micro-batch for this test"
+    batches = pack_trees(trees, limit)
+    assert len(batches) == 2
+    chunked, shared = batches
+    # The long tree: one work item (one replica trains all its chunks), whole, never truncated.
+    assert chunked.execution_ids == [longest.execution_id] and chunked.chunk_tokens == limit
+    assert chunked.num_tokens == longest.num_tokens and np.array_equal(chunked.ids, longest.ids)
+    assert np.array_equal(chunked.edge_target, longest.edge_target)
+    assert sorted(shared.execution_ids) == sorted(t.execution_id for t in small) and shared.chunk_tokens is None
+    with pytest.raises(ValueError, match="max_tokens_per_microbatch must be >= 1"):
+        pack_trees(trees, 0)
 
 
 def test_process_executions_caps_paths_and_weights_whole_step():
