@@ -46,12 +46,13 @@ def model64(tiny_model_path):
 def weighted_trees(model, shape: str, seed: int, aggregation: str, count: int = 3) -> list[TrajectoryTree]:
     """Trees with advantages of both signs and behaviour log-probs near the model's (so clipping bites)."""
     rng = np.random.default_rng(seed)
-    executions = [synthetic_execution(f"{shape}{seed}-{i}", SHAPES[shape], seed * 10 + i, group="g") for i in range(count)]
+    executions = [synthetic_execution(f"{shape}{seed}-{i}", SHAPES[shape], seed * 10 + i) for i in range(count)]
     advantages = compute_advantages([float(rng.random()) for _ in executions], ["g"] * count)
     trees = [build_tree(execution.calls) for execution in executions]
     for tree in trees:
         assign_loss_weights(tree, 1.0, num_executions=1)
-        logp = proximal_logprobs(model, pack_trees([tree], 10**9), LossConfig(), StepConfig(attention_backend="dense"))[0]
+        dense = StepConfig(attention_backend="dense")
+        logp = proximal_logprobs(model, pack_trees([tree], 10**9), LossConfig(), dense)[0]
         tree.behavior_logprob = tree.behavior_logprob.copy()
         tree.behavior_logprob[tree.edge_target] = (logp.numpy() + rng.normal(0, 0.4, logp.shape[0])).astype(np.float32)
     for tree, advantage in zip(trees, advantages):
@@ -142,7 +143,8 @@ def test_only_the_live_path_keys_and_values_are_kept(model64):
         model64, batch, chunk_tokens, lambda edges, logp, entropy: (-logp.sum(), {}), backend="block", block_size=8
     )
     index = np.arange(tree.num_tokens)
-    path_at = [int(((index < b) & (tree.subtree_end > b)).sum()) for b in range(chunk_tokens, tree.num_tokens, chunk_tokens)]
+    boundaries = range(chunk_tokens, tree.num_tokens, chunk_tokens)
+    path_at = [int(((index < b) & (tree.subtree_end > b)).sum()) for b in boundaries]
     assert report.peak_path_rows == max(path_at) <= tree.depth.max() + 1
     assert report.peak_path_rows < tree.num_tokens / 3
     assert report.recomputed_tokens <= sum(path_at)
