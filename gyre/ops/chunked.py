@@ -37,8 +37,8 @@ from gyre.ops.forward import gather_logprobs, use_tree_attention
 from gyre.ops.path_kv import PathKV
 from gyre.ops.tree_attention import DEFAULT_BLOCK_SIZE, make_plan
 
-# (edge indices, their log-probs, their entropies or None) -> (loss summed over those edges, statistics)
-EdgeLoss = Callable[[torch.Tensor, torch.Tensor, torch.Tensor | None], tuple[torch.Tensor, dict[str, float]]]
+# (edge indices or None for all, their log-probs, their entropies or None) -> (loss summed over them, statistics)
+EdgeLoss = Callable[[torch.Tensor | None, torch.Tensor, torch.Tensor | None], tuple[torch.Tensor, dict[str, float]]]
 
 
 @dataclass

@@ -17,7 +17,7 @@ from typing import Any
 import torch
 
 from gyre.algo.losses import LossConfig, tree_policy_loss
-from gyre.ops.chunked import chunked_tree_backward, chunked_tree_logprobs
+from gyre.ops.chunked import EdgeLoss, chunked_tree_backward, chunked_tree_logprobs
 from gyre.ops.forward import tree_logprobs
 from gyre.ops.tree_attention import DEFAULT_BLOCK_SIZE
 from gyre.protocol import PackedBatch
@@ -83,25 +83,43 @@ def microbatch_backward(
         stats["loss"] = float(loss.detach())
         return loss, stats
 
-    with_entropy = bool(loss_cfg.entropy_coef)
+    stats = backward_edges(model, batch, tensors, edge_loss, step_cfg, temperature=loss_cfg.temperature,
+                           with_entropy=bool(loss_cfg.entropy_coef))
+    stats["tree_tokens"] = float(batch.num_tokens)
+    stats["path_tokens"] = float(batch.path_tokens)
+    stats["policy_tokens"] = float(batch.edge_target.shape[0])
+    return stats
+
+
+def backward_edges(
+    model: torch.nn.Module,
+    batch: PackedBatch,
+    tensors: dict[str, Any],
+    edge_loss: EdgeLoss,
+    step_cfg: StepConfig,
+    *,
+    temperature: float = 1.0,
+    with_entropy: bool = False,
+) -> dict[str, float]:
+    """Forward + backward of any loss that is a sum over ``batch``'s edges (RL or SFT): one pass, or chunk by
+    chunk when the batch is marked ``chunk_tokens``, with the same result. ``edge_loss(edges, logp,
+    entropy)`` gets the indices of the edges it scores (None: all of them) and returns (loss, statistics);
+    the statistics are summed over chunks (``ratio_max``: the maximum)."""
     if is_chunked(batch):
         per_chunk, report = chunked_tree_backward(
-            model, tensors, int(batch.chunk_tokens), edge_loss, temperature=loss_cfg.temperature,  # type: ignore[arg-type]
+            model, tensors, int(batch.chunk_tokens), edge_loss, temperature=temperature,  # type: ignore[arg-type]
             backend=step_cfg.attention_backend, block_size=step_cfg.attention_block_size, with_entropy=with_entropy,
         )
         stats = merge_stats(per_chunk)
         stats["chunks"] = float(report.chunks)
         stats["chunk_recomputed_tokens"] = float(report.recomputed_tokens)
-    else:
-        logp, entropy = tree_logprobs(
-            model, tensors, temperature=loss_cfg.temperature, backend=step_cfg.attention_backend,
-            block_size=step_cfg.attention_block_size, with_entropy=with_entropy,
-        )
-        loss, stats = edge_loss(None, logp, entropy)
-        loss.backward()
-    stats["tree_tokens"] = float(batch.num_tokens)
-    stats["path_tokens"] = float(batch.path_tokens)
-    stats["policy_tokens"] = float(batch.edge_target.shape[0])
+        return stats
+    logp, entropy = tree_logprobs(
+        model, tensors, temperature=temperature, backend=step_cfg.attention_backend,
+        block_size=step_cfg.attention_block_size, with_entropy=with_entropy,
+    )
+    loss, stats = edge_loss(None, logp, entropy)
+    loss.backward()
     return stats
 
 
