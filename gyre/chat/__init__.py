@@ -5,6 +5,7 @@ from gyre.chat.messages import Conversation, Message, Tool, ToolCall, tools_key
 from gyre.chat.parser import ParsedCall, ParsedOutput, parse_output
 from gyre.chat.roles import AGENT_HEADER, AgentClassifier, AgentHeaderError, AgentTag
 from gyre.chat.template import ChatFormatError, ChatTemplate
+from gyre.chat.tokens import TokenSeq
 
 __all__ = [
     "AGENT_HEADER",
@@ -21,6 +22,7 @@ __all__ = [
     "PromptBuilder",
     "PromptPlan",
     "Tool",
+    "TokenSeq",
     "ToolCall",
     "assistant_mismatch",
     "parse_output",

@@ -1,5 +1,9 @@
 """Durable per-execution call logs: ``<run_dir>/records/<execution_id>.jsonl``, one CallRecord per line.
 
+The line format is ``gyre.proxy.record_format``: a call whose prompt continues an earlier call of the file
+is written as that call's id plus the new tokens, so an execution's log grows with its new tokens. Read a
+file back with ``read_record_file`` (full ``CallRecord``s).
+
 A call's record is written to the OS before its response goes back to the harness, so a driver crash
 never loses a call the harness saw; it is fsync'd within ``fsync_interval_s`` by a writer thread (group
 commit: one fsync per touched file per interval, however many calls landed in it; waking the thread and
@@ -11,7 +15,6 @@ Records are handed over as objects and must not be mutated afterwards.
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import queue
 import re
@@ -19,10 +22,18 @@ import threading
 import time
 from collections import OrderedDict
 from concurrent.futures import Future
-from dataclasses import fields
 from pathlib import Path
 
 from gyre.protocol import CallRecord
+from gyre.proxy.record_format import (
+    delta_parent,
+    encode_record,
+    encoded_tokens,
+    read_live_record_file,
+    read_record_file,
+)
+
+__all__ = ["RecordWriter", "check_execution_id", "read_record_file"]
 
 _SAFE_ID = re.compile(r"^[A-Za-z0-9_.:@+=\-]{1,200}$")
 
@@ -36,35 +47,6 @@ def check_execution_id(execution_id: str) -> str:
     return execution_id
 
 
-def encode(record: CallRecord) -> str:
-    """One JSON line. Serialised on the writer thread, field by field (``asdict`` deep-copies every token
-    list, which costs more than the write itself)."""
-    return json.dumps({f.name: getattr(record, f.name) for f in fields(record)}, separators=(",", ":"))
-
-
-def read_record_file(path: str | os.PathLike[str], errors: list[str] | None = None) -> list[CallRecord]:
-    """Every record of one execution's record file, in completion order.
-
-    A torn last line (the one being written when a process died) is skipped. A line that is not a valid
-    record raises ``ValueError`` naming the file and line; with an ``errors`` list it is skipped instead
-    and its problem appended there (so is a torn last line), for readers that keep what is readable."""
-    records = []
-    with Path(path).open(encoding="utf-8", errors="replace") as handle:
-        for number, line in enumerate(handle, start=1):
-            if not line.endswith("\n"):
-                if errors is not None:
-                    errors.append(f"{path}:{number}: incomplete last line (the write was cut off)")
-                continue
-            try:
-                records.append(CallRecord.from_dict(json.loads(line)))
-            except (ValueError, TypeError) as error:  # bad JSON, missing/unknown fields, invalid values
-                message = f"{path}:{number}: not a call record ({type(error).__name__}: {error})"
-                if errors is None:
-                    raise ValueError(message) from error
-                errors.append(message)
-    return records
-
-
 class RecordWriter:
     """Appends records durably; ``write`` resolves once the record's line is in the OS (or on disk).
 
@@ -74,7 +56,8 @@ class RecordWriter:
     ones (long prompts: megabytes of JSON) and every fsync go to the writer thread.
     """
 
-    INLINE_TOKENS = 16_384  # records with fewer prompt + response tokens are written inline
+    INLINE_TOKENS = 16_384  # records whose line carries fewer token ids are written inline
+    TRACKED_EXECUTIONS = 4096  # executions whose written calls are remembered for delta lines (LRU)
 
     def __init__(
         self,
@@ -97,6 +80,8 @@ class RecordWriter:
         self._urgent = threading.Event()  # set when a queued item has a caller waiting on it
         self._queue: queue.Queue[tuple[str, str, CallRecord | None, Future[None] | None] | None] = queue.Queue()
         self._fds: OrderedDict[str, int] = OrderedDict()
+        # Per execution: call id -> prompt + response length of each call whose line is in the file.
+        self._in_file: OrderedDict[str, dict[str, int]] = OrderedDict()
         self._lock = threading.Lock()  # guards the fd table and each write
         self._thread = threading.Thread(target=self._run, name="gyre-record-writer", daemon=True)
         self._closed = False
@@ -113,12 +98,12 @@ class RecordWriter:
             raise RuntimeError("the record writer is closed")
         execution_id = check_execution_id(record.execution_id)
         future: Future[None] = Future()
-        if len(record.prompt_ids) + len(record.response_ids) >= self.INLINE_TOKENS:
+        if encoded_tokens(record, self._can_delta(execution_id, record)) >= self.INLINE_TOKENS:
             self._queue.put(("write", execution_id, record, future))
             self._urgent.set()
             return future
         try:
-            self._append(execution_id, encode(record))
+            self._append(execution_id, record)
         except (OSError, TypeError, ValueError) as error:
             future.set_exception(error)
             return future
@@ -143,9 +128,10 @@ class RecordWriter:
             future.result()
 
     def read(self, execution_id: str) -> list[CallRecord]:
-        """Every record of ``execution_id`` on disk, in completion order (a torn last line is skipped)."""
+        """Every record of ``execution_id`` on disk, in completion order (an incomplete last line, a write
+        in progress, is skipped)."""
         path = self.path(execution_id)
-        return read_record_file(path) if path.exists() else []
+        return read_live_record_file(path) if path.exists() else []
 
     def close(self) -> None:
         """Write and sync what is queued, then stop the thread and close the files."""
@@ -160,7 +146,16 @@ class RecordWriter:
                 os.close(fd)
             self._fds.clear()
 
-    def _append(self, execution_id: str, line: str) -> None:
+    def _can_delta(self, execution_id: str, record: CallRecord) -> bool:
+        """True if the record's prompt continues a call whose line is already in this execution's file."""
+        parent = delta_parent(record)
+        if parent is None:
+            return False
+        with self._lock:
+            return self._in_file.get(execution_id, {}).get(parent[0]) == parent[1]
+
+    def _append(self, execution_id: str, record: CallRecord) -> None:
+        line = encode_record(record, as_delta=self._can_delta(execution_id, record))
         data = (line + "\n").encode()
         with self._lock:
             fd = self._fds.get(execution_id)
@@ -176,6 +171,11 @@ class RecordWriter:
             while view:
                 view = view[os.write(fd, view) :]
             self.written += 1
+            calls = self._in_file.setdefault(execution_id, {})
+            self._in_file.move_to_end(execution_id)
+            calls[record.call_id] = len(record.prompt_ids) + len(record.response_ids)
+            while len(self._in_file) > self.TRACKED_EXECUTIONS:
+                self._in_file.popitem(last=False)  # its later calls are written in full (still exact)
 
     def _sync(self, execution_id: str) -> None:
         """fsync the execution's file without holding the lock (inline writes must not wait for a disk):
@@ -223,7 +223,7 @@ class RecordWriter:
         for kind, execution_id, record, future in items:
             if kind == "write" and record is not None and execution_id not in failed:
                 try:
-                    self._append(execution_id, encode(record))
+                    self._append(execution_id, record)
                 except (OSError, TypeError, ValueError) as error:
                     failed[execution_id] = error
             if future is None:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import secrets
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -64,7 +65,7 @@ class PreparedCall:
     call_id: str
     options: GenOptions
     tag: AgentTag
-    prompt_ids: list[int]
+    prompt_ids: Sequence[int]  # a TokenSeq for chat calls (shares the parent call's tokens), else a list
     sampling: SamplingParams
     plan: PromptPlan | None  # None for raw-text completions (nothing to extend)
     budget: dict[str, Any]
@@ -143,7 +144,7 @@ class Proxy:
             plan = execution.builder.plan(conversation)
         except ChatFormatError as error:
             raise bad_request(str(error), "messages") from error
-        return self._prepare(execution, options, tag, plan.prompt_ids, plan)
+        return self._prepare(execution, options, tag, plan.tokens, plan)
 
     def prepare_completion(self, execution: Execution, prompt_ids: list[int], options: GenOptions, agent_header: str | None) -> PreparedCall:
         role = (agent_header or "main").strip().lower()
@@ -159,7 +160,10 @@ class Proxy:
         except ChatFormatError as error:
             raise bad_request(str(error), "messages") from error
 
-    def _prepare(self, execution: Execution, options: GenOptions, tag: AgentTag, prompt_ids: list[int], plan: PromptPlan | None) -> PreparedCall:
+    def _prepare(
+        self, execution: Execution, options: GenOptions, tag: AgentTag, prompt_ids: Sequence[int],
+        plan: PromptPlan | None,
+    ) -> PreparedCall:
         budget = self._budget(options, len(prompt_ids))
         try:
             sampling = SamplingParams(
@@ -280,7 +284,7 @@ class Proxy:
             parsed = parse_output(
                 text,
                 parse_tools=call.options.parse_tools and bool(call.plan.conversation.tools),
-                think_opened=call.plan.prompt_text.rstrip().endswith("<think>"),
+                think_opened=call.plan.rendered.rstrip().endswith("<think>"),
             )
             calls = tuple(
                 ToolCall(f"{call.options.tool_id_prefix}{secrets.token_hex(12)}", c.name, c.arguments) for c in parsed.tool_calls
@@ -310,7 +314,10 @@ class Proxy:
                 reused_tokens=call.plan.reused_tokens,
                 new_tokens=call.plan.new_tokens,
                 branch=call.plan.reason,
+                rendering=call.plan.rendering,
             )
+            if call.plan.rendering_note:
+                meta["rendering_note"] = call.plan.rendering_note
         if stop_sequence is not None:
             meta["stop_sequence"] = stop_sequence
         if routed.reroutes:

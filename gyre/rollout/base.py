@@ -73,12 +73,24 @@ class KVState:
 
 
 def common_prefix_length(a: list[int], b: list[int]) -> int:
-    """Length of the longest common prefix of two token lists (how much of a cache a prompt can reuse)."""
+    """Length of the longest common prefix of two token lists (how much of a cache a prompt can reuse).
+
+    Compares slices in C (an agent's cache is usually a prefix of its next prompt: one comparison), halving
+    the range where they differ, instead of a Python loop over up to a million tokens."""
     limit = min(len(a), len(b))
-    for i in range(limit):
+    if a[:limit] == b[:limit]:
+        return limit
+    low, high = 0, limit  # a[:low] == b[:low], and they differ somewhere before high
+    while high - low > 64:
+        middle = (low + high) // 2
+        if a[low:middle] == b[low:middle]:
+            low = middle
+        else:
+            high = middle
+    for i in range(low, high):
         if a[i] != b[i]:
             return i
-    return limit
+    return high
 
 
 @runtime_checkable

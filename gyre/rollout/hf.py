@@ -35,12 +35,12 @@ import torch
 
 from gyre.rollout.base import (
     EngineAsleepError,
-    common_prefix_length,
     Generation,
     InvalidTokenError,
     KVState,
     PromptTooLongError,
     SamplingParams,
+    common_prefix_length,
 )
 from gyre.rollout.hf_runner import HFRunner, RowCache
 from gyre.rollout.kv_store import LayerKV, SessionKV, SessionStore
@@ -55,7 +55,7 @@ class _Call:
     """One ``generate`` call from submission to finish. Touched by the engine thread only."""
 
     session_id: str
-    prompt: list[int]
+    prompt: list[int]  # as the caller gave it until the engine thread checks it (``_enqueue``)
     sampling: SamplingParams
     sampler: RowSampler
     stop_ids: frozenset[int]
@@ -95,8 +95,13 @@ class HFEngine:
     Session cache: when a call ends its session keeps the KV of the tokens it fed (prompt + response
     minus the last sampled token). The next call on the session reuses the longest common prefix of those
     tokens and its prompt and prefills only the rest; ``stats()["prefix_hit_rate"]`` counts it. Idle
-    caches and running calls together are bounded by ``max_cached_tokens``: least-recently-used idle
-    sessions are evicted first, and while running calls alone fill the budget new calls wait.
+    caches and running calls together stay within ``max_cached_tokens`` at every step: least-recently-used
+    idle sessions are evicted first; a new call waits while running calls fill the budget; and when
+    running calls grow past it, the most recently admitted ones are preempted (their cache dropped, the
+    call requeued first in line to recompute it). A call's context is therefore at most
+    ``max_cached_tokens`` too: ``max_context`` is the smaller of the model's window, the ``max_context``
+    argument and the budget, and a longer prompt is refused with ``PromptTooLongError``.
+    ``stats()["recomputed_tokens"]`` counts cached tokens fed again after an eviction or preemption.
 
     Weights: ``load_weights`` runs between steps and keeps sessions; caches made with older weights are
     recomputed on their next use (running calls recompute their prefix at the next step) unless
@@ -137,12 +142,21 @@ class HFEngine:
         self.engine_id = engine_id
         self.weight_version: int = 0
 
+        if max_cached_tokens < 2:
+            raise ValueError(
+                f"max_cached_tokens must be >= 2 (a running call's own KV cache counts against it), got {max_cached_tokens}"
+            )
         model = load_model(model_path, dtype=dtype, device=device, attn_implementation="sdpa").eval()
         self._runner = HFRunner(model)
         model_context = self._runner.max_positions
         if max_context is not None and not 2 <= max_context <= model_context:
             raise ValueError(f"max_context must be in [2, {model_context}] (the model's positions), got {max_context}")
-        self.max_context: int = max_context or model_context
+        if max_context is not None and max_context > max_cached_tokens:
+            raise ValueError(
+                f"max_context={max_context} is more than max_cached_tokens={max_cached_tokens}: a call's KV cache "
+                "must fit the cache budget"
+            )
+        self.max_context: int = min(max_context or model_context, max_cached_tokens)
         self._eos_ids = frozenset(_eos_ids(model))
 
         self._store = SessionStore(max_cached_tokens)
@@ -247,6 +261,8 @@ class HFEngine:
             "generated_tokens": float(counters.generated_tokens),
             "evictions": float(self._store.evictions),
             "stale_recomputes": float(counters.stale_recomputes),
+            "recomputed_tokens": float(counters.recomputed_tokens),
+            "preemptions": float(counters.preemptions),
             "calls_finished": float(counters.calls_finished),
             "calls_aborted": float(counters.calls_aborted),
             "weight_version": float(self.weight_version),
@@ -262,24 +278,24 @@ class HFEngine:
             raise TypeError(f"sampling must be a SamplingParams, got {type(sampling).__name__}")
         if not isinstance(session_id, str) or not session_id:
             raise ValueError(f"session_id must be a non-empty str, got {session_id!r}")
-        prompt = check_token_ids(prompt_ids, self.vocab_size, "prompt_ids")
-        if not prompt:
+        if not len(prompt_ids):
             raise InvalidTokenError("prompt_ids is empty: a call needs at least one prompt token")
-        if len(prompt) > self.max_context - 1:
+        if len(prompt_ids) > self.max_context - 1:
             raise PromptTooLongError(
-                f"prompt has {len(prompt)} tokens but the context is {self.max_context} tokens "
+                f"prompt has {len(prompt_ids)} tokens but the context is {self.max_context} tokens "
                 f"(at most {self.max_context - 1} prompt tokens leave room for one new token); never truncated"
             )
         stop_ids = check_token_ids(sampling.stop_token_ids, self.vocab_size, "sampling.stop_token_ids")
+        # The prompt's ids are checked and copied on the engine thread (``_enqueue``): time per prompt token
+        # stays off the caller's event loop.
         return _Call(
             session_id=session_id,
-            prompt=prompt,
+            prompt=prompt_ids,  # type: ignore[arg-type]
             sampling=sampling,
             sampler=RowSampler.from_params(sampling, self._runner.device),
             stop_ids=self._eos_ids | frozenset(stop_ids),
             future=concurrent.futures.Future(),
             submitted=time.perf_counter(),
-            tokens=list(prompt),
         )
 
     def _check_usable(self) -> None:
@@ -353,6 +369,7 @@ class HFEngine:
         self._admit()
         if not self._running:
             return
+        self._fit_budget()
         start = time.perf_counter()
         produced = self._prefill_step() + self._decode_step()
         self._meter.record(start, time.perf_counter(), produced)
@@ -363,9 +380,11 @@ class HFEngine:
     def _enqueue(self, call: _Call) -> None:
         try:
             self._check_usable()
-        except EngineAsleepError as error:
+            call.prompt = check_token_ids(call.prompt, self.vocab_size, "prompt_ids")
+        except (EngineAsleepError, InvalidTokenError) as error:
             _resolve(call.future, error=error)
             return
+        call.tokens = list(call.prompt)
         self._waiting.append(call)
 
     def _admit(self) -> None:
@@ -374,25 +393,50 @@ class HFEngine:
         while self._waiting:
             call = self._waiting.popleft()
             full = len(self._running) >= self.max_batch_size
-            over_budget = bool(self._running) and (self._running_tokens() + len(call.prompt) > self._store.max_tokens)
+            over_budget = bool(self._running) and (self._reserved_tokens() + len(call.tokens) > self._store.max_tokens)
             if full or over_budget or call.session_id in busy:
                 keep.append(call)
+                if call.admitted is not None and call.session_id not in busy:
+                    keep.extend(self._waiting)  # a preempted call goes first: nothing overtakes it
+                    self._waiting.clear()
                 continue
             self._start(call)
             busy.add(call.session_id)
         self._waiting = keep
 
     def _start(self, call: _Call) -> None:
+        if call.admitted is not None:  # preempted earlier: its whole context is recomputed
+            self._running.append(call)
+            return
         entry = self._store.take(call.session_id)
         reuse = self._usable_prefix(entry, call.prompt) if entry is not None else 0
         if entry is not None and reuse > 0:
             call.kv = self._runner.new_row(entry.truncated(reuse).layers)
             call.kv_version = entry.weight_version
+        elif entry is None:  # an evicted cache: what it held is fed again
+            self._counters.recomputed_tokens += min(self._store.evicted_tokens(call.session_id), len(call.prompt) - 1)
         call.cached_tokens = reuse
         call.admitted = time.perf_counter()
         self._counters.prompt_tokens += len(call.prompt)
         self._counters.prefix_hit_tokens += reuse
         self._running.append(call)
+
+    def _reserved_tokens(self) -> int:
+        """KV tokens running calls hold once this step has fed them: each call's tokens so far."""
+        return sum(len(call.tokens) for call in self._running)
+
+    def _fit_budget(self) -> None:
+        """Before a step: evict idle caches, then preempt the most recently admitted calls, until the running
+        calls' caches after the step fit ``max_cached_tokens`` (one call always fits: its context does)."""
+        reserved = self._reserved_tokens()
+        self._store.evict(reserved=reserved)
+        while reserved > self._store.max_tokens and len(self._running) > 1:
+            call = self._running.pop()
+            reserved -= len(call.tokens)
+            self._counters.preemptions += 1
+            self._counters.recomputed_tokens += call.kv_len
+            call.kv = None
+            self._waiting.appendleft(call)
 
     def _usable_prefix(self, entry: SessionKV, prompt: list[int]) -> int:
         """How many cached tokens this prompt can reuse (never the whole prompt: the last prompt token

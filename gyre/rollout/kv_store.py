@@ -65,11 +65,15 @@ class SessionStore:
     held by running calls (``reserved`` in ``put``/``evict``): running caches cannot be evicted, idle ones
     can."""
 
+    #: How many evicted sessions' cache lengths are remembered (to count what their next call recomputes).
+    REMEMBERED_EVICTIONS = 65_536
+
     def __init__(self, max_tokens: int) -> None:
         if max_tokens < 0:
             raise ValueError(f"max_cached_tokens must be >= 0, got {max_tokens}")
         self.max_tokens = max_tokens
         self._entries: OrderedDict[str, SessionKV] = OrderedDict()
+        self._evicted: OrderedDict[str, int] = OrderedDict()  # session -> tokens its evicted cache held
         self.total_tokens = 0
         self.evictions = 0
 
@@ -103,11 +107,19 @@ class SessionStore:
         """Drop least-recent entries until ``total_tokens + reserved <= max_tokens``; return how many."""
         dropped = 0
         while self._entries and self.total_tokens + reserved > self.max_tokens:
-            _, entry = self._entries.popitem(last=False)
+            session_id, entry = self._entries.popitem(last=False)
             self.total_tokens -= len(entry)
+            self._evicted[session_id] = len(entry)
+            self._evicted.move_to_end(session_id)
             dropped += 1
+        while len(self._evicted) > self.REMEMBERED_EVICTIONS:
+            self._evicted.popitem(last=False)
         self.evictions += dropped
         return dropped
+
+    def evicted_tokens(self, session_id: str) -> int:
+        """Tokens the session's last evicted cache held (0 if none), forgotten once asked."""
+        return self._evicted.pop(session_id, 0)
 
     def clear(self) -> None:
         self._entries.clear()

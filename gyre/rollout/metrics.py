@@ -17,6 +17,8 @@ class EngineCounters:
     generated_tokens: int = 0
     kv_import_fallbacks: int = 0  # imported caches that could not be used (tokens/version mismatch, no tensors)
     stale_recomputes: int = 0  # caches recomputed because the weights changed since they were made
+    recomputed_tokens: int = 0  # cached tokens fed again because their cache was evicted or preempted
+    preemptions: int = 0  # running calls whose cache was dropped to keep within max_cached_tokens
     calls_finished: int = 0
     calls_aborted: int = 0
 

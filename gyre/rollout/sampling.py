@@ -14,6 +14,7 @@ import secrets
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
 from gyre.rollout.base import InvalidTokenError, SamplingParams
@@ -71,7 +72,18 @@ def _nucleus(probs: torch.Tensor, top_p: float) -> torch.Tensor:
 
 
 def check_token_ids(ids: Iterable[int], vocab_size: int, what: str) -> list[int]:
-    """The ids as plain ints; ``InvalidTokenError`` names ``what`` and the first id outside the vocab."""
+    """The ids as plain ints; ``InvalidTokenError`` names ``what`` and the first id outside the vocab.
+
+    A sequence that knows its smallest and largest id (``bounds()``, e.g. the proxy's ``TokenSeq``) or a
+    numpy integer array is checked without a Python loop over its tokens."""
+    bounds = getattr(ids, "bounds", None)
+    if callable(bounds) and hasattr(ids, "tolist"):
+        low_high = bounds()
+        if low_high is None or (0 <= low_high[0] and low_high[1] < vocab_size):
+            return ids.tolist()  # type: ignore[union-attr]
+    elif isinstance(ids, np.ndarray) and ids.ndim == 1 and np.issubdtype(ids.dtype, np.integer):
+        if ids.size == 0 or (0 <= int(ids.min()) and int(ids.max()) < vocab_size):
+            return ids.tolist()
     checked: list[int] = []
     for position, token in enumerate(ids):
         try:

@@ -85,6 +85,12 @@ def test_multi_turn_chat_is_one_growing_path(openai_client, proxy, execution) ->
     assert len(records) == 3
     for earlier, later in itertools.pairwise(records):
         assert_extends(earlier, later)
+        assert later.meta["rendering"] in ("checked", "incremental")
+    # On disk each continuation is its parent call's id plus the new tokens; reading gives full records.
+    lines = [json.loads(line) for line in proxy.recorder.path(execution[0]).read_text().splitlines()]
+    assert "prompt_ids" in lines[0]
+    assert [line["prompt_delta"]["parent"] for line in lines[1:]] == [r.call_id for r in records[:-1]]
+    assert [len(line["prompt_delta"]["ids"]) for line in lines[1:]] == [r.meta["new_tokens"] for r in records[1:]]
 
 
 def test_tool_call_round_trip(openai_client, proxy, execution) -> None:
