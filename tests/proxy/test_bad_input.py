@@ -245,3 +245,23 @@ def test_fuzz_keeps_the_proxy_up(server, proxy, execution, tuned) -> None:
     assert time.time() - start < 120
     assert post(server, CHAT, execution[1], good_chat()).status_code == 200
     assert httpx.get(server.base_url + "/health", timeout=10).json()["status"] == "ok"
+
+
+def test_a_prompt_beyond_the_model_window_is_a_clear_400_in_each_api(server, proxy, execution) -> None:
+    window = proxy.context_window()
+    assert window is not None
+    text = "return value of the test file " * (window // 5)
+    tokens = proxy.count_tokens(proxy_conversation(text))
+    assert tokens > window, "the prompt must be longer than the window for this test"
+    body = good_chat(messages=[{"role": "user", "content": text}])
+    openai_error(post(server, CHAT, execution[1], body), 400, "prompt is too long", f"context window is {window}")
+    body = good_messages(messages=[{"role": "user", "content": text}])
+    anthropic_error(post(server, MESSAGES, execution[1], body), 400, "invalid_request_error", "prompt is too long")
+    assert post(server, CHAT, execution[1], good_chat()).status_code == 200  # and the proxy keeps serving
+    assert proxy.records(execution[0])[-1].meta["new_tokens"] > 0
+
+
+def proxy_conversation(text: str):
+    from gyre.chat import Conversation, Message
+
+    return Conversation((Message("user", text),))

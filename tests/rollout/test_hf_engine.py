@@ -466,3 +466,68 @@ def test_rollout_configs_match_the_engine_constructors(tiny_model_path):
     assert isinstance(engine, HFEngine) and engine.engine_id == "cell-3"
     vllm_keys = set(OmegaConf.load(conf / "vllm.yaml")) - {"kind"}
     assert vllm_keys <= set(inspect.signature(VLLMEngine).parameters)  # vLLM itself is not needed for this
+
+
+def test_running_calls_stay_within_the_cache_budget_and_stay_exact(tiny_model_path, model):
+    """Three calls that together outgrow max_cached_tokens: the newest are preempted (cache dropped, context
+    recomputed later), the KV held never exceeds the budget at any step, and every result is still exactly
+    what the call would produce alone."""
+    engine = HFEngine(tiny_model_path, max_cached_tokens=150)
+    held: list[int] = []
+    forward = engine._runner.forward
+
+    def observed_forward(rows, tokens):
+        logits = forward(rows, tokens)
+        held.append(engine._store.total_tokens + sum(call.kv_len for call in engine._running))
+        return logits
+
+    engine._runner.forward = observed_forward
+    prompts = [prompt(40, seed=60 + i) for i in range(3)]
+
+    async def main():
+        sampling = SamplingParams(temperature=0.0, max_new_tokens=30)
+        return await asyncio.gather(*(engine.generate(f"p{i}", ids, sampling) for i, ids in enumerate(prompts)))
+
+    try:
+        outs = asyncio.run(main())
+        stats = engine.stats()
+    finally:
+        asyncio.run(engine.close())
+    assert max(held) <= 150 and len(held) > 30
+    assert stats["preemptions"] >= 1 and stats["recomputed_tokens"] >= 40
+    for ids, out in zip(prompts, outs):
+        assert out.response_ids == reference_greedy(model, ids, 30)
+
+
+def test_an_evicted_session_counts_the_tokens_it_recomputes(tiny_model_path):
+    engine = HFEngine(tiny_model_path, max_cached_tokens=100)
+
+    async def main():
+        first = await engine.generate("a", prompt(60, seed=70), GREEDY)
+        await engine.generate("b", prompt(60, seed=71), GREEDY)  # a's cache must go to make room
+        assert engine.stats()["evictions"] >= 1 and engine.stats()["recomputed_tokens"] == 0
+        again = prompt(60, seed=70) + first.response_ids + [20]
+        out = await engine.generate("a", again, GREEDY)
+        return first, out
+
+    try:
+        first, out = asyncio.run(main())
+        stats = engine.stats()
+    finally:
+        asyncio.run(engine.close())
+    assert out.cached_tokens == 0
+    assert stats["recomputed_tokens"] == 60 + len(first.response_ids) - 1  # what a's evicted cache held
+
+
+def test_the_context_is_bounded_by_the_cache_budget(tiny_model_path):
+    engine = HFEngine(tiny_model_path, max_cached_tokens=50)
+    try:
+        assert engine.max_context == 50
+        with pytest.raises(PromptTooLongError, match=r"50 tokens.*context is 50"):
+            asyncio.run(engine.generate("s", prompt(50, seed=0), GREEDY))
+    finally:
+        asyncio.run(engine.close())
+    with pytest.raises(ValueError, match="max_cached_tokens must be >= 2"):
+        HFEngine(tiny_model_path, max_cached_tokens=1)
+    with pytest.raises(ValueError, match="max_context=64 is more than max_cached_tokens=50"):
+        HFEngine(tiny_model_path, max_cached_tokens=50, max_context=64)
