@@ -82,7 +82,8 @@ class TrajectoryTree:
     Token ``k`` sits at position ``depth[k]`` of every path through it; its subtree is the index range
     ``[k, subtree_end[k])``. Key ``k`` is visible to query ``q`` iff ``k <= q < subtree_end[k]``.
     ``leaves`` holds the preorder index of the last token of each root-to-leaf path, ``leaf_agent`` the
-    role of the call that ends there. After loss weights are assigned, the edge arrays hold one entry per
+    role of the call that ends there; ``token_agent`` the role of the call that generated each policy token
+    (a path may carry the main agent's turns and end in a summary or a sub-agent's fork). After loss weights are assigned, the edge arrays hold one entry per
     trained prediction: row ``edge_row`` (the parent token) predicts ``edge_label`` (the token at
     ``edge_target``), weighted by ``w_plus`` (sum of positive advantage weights of the kept paths through
     it), ``w_minus`` (sum of negative ones) and ``w_tok`` (sum of unsigned path weights, for entropy/KL).
@@ -96,6 +97,7 @@ class TrajectoryTree:
     is_policy: np.ndarray  # bool [N]
     behavior_logprob: np.ndarray  # float32 [N], 0 where not policy
     weight_version: np.ndarray  # int64 [N], -1 where not policy
+    token_agent: np.ndarray  # int8 [N], AGENT_PRIORITY of the call that generated a policy token; -1 for context
     leaves: np.ndarray  # int64 [P]
     leaf_agent: list[str]
     edge_row: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))

@@ -1,16 +1,19 @@
 """Bounded path sampling: keep at most ``max_paths`` root-to-leaf paths of an execution's tree.
 
-Paths are taken by agent priority (main > main-summary > sub > sub-summary); within a priority class
-they are drawn one at a time with probability proportional to the policy tokens a path would add that the
-paths already chosen do not cover. A path that would add no policy token is never drawn: it would cost
-forward/backward time and train nothing.
+Paths are ranked by what they train, role by role (main > main-summary > sub > sub-summary): first paths
+are drawn by the main agent's policy tokens they would add, then by summary tokens, and so on. Within a
+role, paths are drawn one at a time with probability proportional to that role's policy tokens a path
+would add that the paths already chosen do not cover. The call that *ends* a path does not decide its
+rank: the main agent's turns before a context rewrite lie only on the path that ends in the summary call,
+and a sub-agent forked from the main conversation carries the main turns before the fork. A path that
+would add no policy token is never drawn: it would cost forward/backward time and train nothing.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from gyre.protocol import AGENT_PRIORITY, TrajectoryTree
+from gyre.protocol import TrajectoryTree
 
 
 def ancestor_sums(tree: TrajectoryTree, values: np.ndarray) -> np.ndarray:
@@ -34,11 +37,11 @@ def select_paths(tree: TrajectoryTree, max_paths: int | None, rng: np.random.Gen
     trainable = tree.is_policy & (tree.parent >= 0)
     uncovered = trainable.copy()
     chosen: list[int] = []
-    priorities = np.asarray([AGENT_PRIORITY[agent] for agent in tree.leaf_agent])
-    for priority in sorted(set(priorities.tolist())):
-        candidates = [int(p) for p in np.flatnonzero(priorities == priority)]
+    for role in sorted(set(tree.token_agent[trainable].tolist())):
+        role_tokens = trainable & (tree.token_agent == role)
+        candidates = [path for path in range(tree.num_paths) if path not in chosen]
         while candidates and len(chosen) < max_paths:
-            gains = ancestor_sums(tree, uncovered)[tree.leaves[candidates]]
+            gains = ancestor_sums(tree, uncovered & role_tokens)[tree.leaves[candidates]]
             total = gains.sum()
             if total <= 0:
                 break

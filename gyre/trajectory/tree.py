@@ -19,36 +19,38 @@ from gyre.protocol import AGENT_PRIORITY, CallRecord, TrajectoryTree
 class _Node:
     """A run of tokens with a single child chain; branches only at its end."""
 
-    __slots__ = ("tokens", "policy", "logprob", "version", "children", "end_agents")
+    __slots__ = ("tokens", "policy", "logprob", "version", "agent", "children", "end_agents")
 
-    def __init__(self, tokens: np.ndarray, policy: np.ndarray, logprob: np.ndarray, version: np.ndarray):
+    def __init__(self, tokens: np.ndarray, policy: np.ndarray, logprob: np.ndarray, version: np.ndarray, agent: np.ndarray):
         self.tokens = tokens
         self.policy = policy
         self.logprob = logprob
         self.version = version
+        self.agent = agent
         self.children: dict[int, _Node] = {}
         # Roles of the calls whose sequence ends exactly at this node's last token.
         self.end_agents: list[str] = []
 
     def split(self, at: int) -> None:
         """Keep ``tokens[:at]`` here and move the rest into a single child."""
-        tail = _Node(self.tokens[at:], self.policy[at:], self.logprob[at:], self.version[at:])
+        tail = _Node(self.tokens[at:], self.policy[at:], self.logprob[at:], self.version[at:], self.agent[at:])
         tail.children, tail.end_agents = self.children, self.end_agents
         self.tokens, self.policy = self.tokens[:at], self.policy[:at]
-        self.logprob, self.version = self.logprob[:at], self.version[:at]
+        self.logprob, self.version, self.agent = self.logprob[:at], self.version[:at], self.agent[:at]
         self.children, self.end_agents = {int(tail.tokens[0]): tail}, []
 
-    def merge_policy(self, offset: int, policy: np.ndarray, logprob: np.ndarray, version: np.ndarray) -> None:
-        """Mark tokens that this sequence generated; the first recorded behaviour log-prob is kept."""
+    def merge_policy(self, offset: int, policy: np.ndarray, logprob: np.ndarray, version: np.ndarray, agent: np.ndarray) -> None:
+        """Mark tokens that this sequence generated; the first recorded behaviour log-prob (and role) is kept."""
         span = slice(offset, offset + policy.shape[0])
         newly = policy & ~self.policy[span]
         if newly.any():
             self.policy[span] |= newly
             self.logprob[span] = np.where(newly, logprob, self.logprob[span])
             self.version[span] = np.where(newly, version, self.version[span])
+            self.agent[span] = np.where(newly, agent, self.agent[span])
 
 
-def _call_arrays(call: CallRecord) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def _call_arrays(call: CallRecord) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     n_prompt, n_resp = len(call.prompt_ids), len(call.response_ids)
     tokens = np.asarray(list(call.prompt_ids) + list(call.response_ids), dtype=np.int64)
     policy = np.zeros(n_prompt + n_resp, dtype=bool)
@@ -57,23 +59,27 @@ def _call_arrays(call: CallRecord) -> tuple[np.ndarray, np.ndarray, np.ndarray, 
     logprob[n_prompt:] = np.asarray(call.response_logprobs, dtype=np.float32)
     version = np.full(n_prompt + n_resp, -1, dtype=np.int64)
     version[n_prompt:] = call.weight_version
-    return tokens, policy, logprob, version
+    agent = np.full(n_prompt + n_resp, -1, dtype=np.int8)
+    agent[n_prompt:] = AGENT_PRIORITY[call.agent]
+    return tokens, policy, logprob, version, agent
 
 
 def _insert(roots: dict[int, _Node], call: CallRecord) -> None:
-    tokens, policy, logprob, version = _call_arrays(call)
+    tokens, policy, logprob, version, agent = _call_arrays(call)
     children, pos, n = roots, 0, tokens.shape[0]
     node: _Node | None = None
     while pos < n:
         node = children.get(int(tokens[pos]))
         if node is None:
-            node = _Node(tokens[pos:].copy(), policy[pos:].copy(), logprob[pos:].copy(), version[pos:].copy())
+            node = _Node(tokens[pos:].copy(), policy[pos:].copy(), logprob[pos:].copy(), version[pos:].copy(), agent[pos:].copy())
             children[int(tokens[pos])] = node
             break
         span = min(node.tokens.shape[0], n - pos)
         mismatch = np.flatnonzero(node.tokens[:span] != tokens[pos : pos + span])
         common = int(mismatch[0]) if mismatch.size else span
-        node.merge_policy(0, policy[pos : pos + common], logprob[pos : pos + common], version[pos : pos + common])
+        node.merge_policy(
+            0, policy[pos : pos + common], logprob[pos : pos + common], version[pos : pos + common], agent[pos : pos + common]
+        )
         if common < node.tokens.shape[0]:
             # Diverges (or ends) inside this node: split so the branch point is a node boundary.
             node.split(common)
@@ -100,7 +106,7 @@ def build_tree(calls: Iterable[CallRecord], execution_id: str | None = None) -> 
 
 
 def _flatten(roots: dict[int, _Node], execution_id: str) -> TrajectoryTree:
-    chunks: dict[str, list[np.ndarray]] = {k: [] for k in ("ids", "policy", "logprob", "version")}
+    chunks: dict[str, list[np.ndarray]] = {k: [] for k in ("ids", "policy", "logprob", "version", "agent")}
     depth_parts: list[np.ndarray] = []
     parent_parts: list[np.ndarray] = []
     node_spans: list[tuple[int, int, int]] = []  # (start, length, index of the parent node) per node
@@ -117,6 +123,7 @@ def _flatten(roots: dict[int, _Node], execution_id: str) -> TrajectoryTree:
         chunks["policy"].append(node.policy)
         chunks["logprob"].append(node.logprob)
         chunks["version"].append(node.version)
+        chunks["agent"].append(node.agent)
         depth_parts.append(np.arange(depth0, depth0 + length, dtype=np.int64))
         parents = np.arange(start - 1, start + length - 1, dtype=np.int64)
         parents[0] = parent
@@ -140,6 +147,7 @@ def _flatten(roots: dict[int, _Node], execution_id: str) -> TrajectoryTree:
         is_policy=np.concatenate(chunks["policy"]),
         behavior_logprob=np.concatenate(chunks["logprob"]),
         weight_version=np.concatenate(chunks["version"]),
+        token_agent=np.concatenate(chunks["agent"]),
         leaves=np.asarray(leaves, dtype=np.int64),
         leaf_agent=leaf_agent,
     )
@@ -177,6 +185,7 @@ def prune_tree(tree: TrajectoryTree, keep_paths: Iterable[int]) -> TrajectoryTre
         is_policy=tree.is_policy[keep],
         behavior_logprob=tree.behavior_logprob[keep],
         weight_version=tree.weight_version[keep],
+        token_agent=tree.token_agent[keep],
         leaves=new_index[tree.leaves[keep_paths]],
         leaf_agent=[tree.leaf_agent[p] for p in keep_paths],
     )
