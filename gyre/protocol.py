@@ -134,10 +134,11 @@ class TrajectoryTree:
 
 @dataclass
 class PackedBatch:
-    """Several trees concatenated into one sequence (batch size 1), with their edge lists.
+    """Several trees in one sequence (batch size 1), with their edge lists.
 
-    Index arrays are already offset into the packed sequence. ``tree_ptr`` holds the start of each tree
-    (length trees + 1). ``to_torch`` gives the tensors the trainer feeds to the model. ``chunk_tokens`` is
+    Index arrays are already offset into the packed sequence. The trees' common prompt prefixes are laid
+    out once at the front (``gyre.trajectory.sharing``); ``tree_ptr`` holds where each tree's own tokens
+    start (length trees + 1; without shared prefixes, the start of each tree). ``to_torch`` gives the tensors the trainer feeds to the model. ``chunk_tokens`` is
     set on a batch longer than a micro-batch (one tree): it is trained in chunks of at most that many
     tokens, with the same loss and gradients (``gyre.ops.chunked``).
     """

@@ -1,7 +1,10 @@
-"""Pack weighted trees into micro-batches: one sequence per micro-batch, trees laid end to end.
+"""Pack weighted trees into micro-batches: one sequence per micro-batch.
 
-First-fit decreasing by tree size for trees that fit a micro-batch. A tree longer than the limit is never
-refused or truncated: it becomes a work item of its own, marked to train in chunks of at most the limit
+Trees that fit a micro-batch are ordered so that trees sharing prompt prefixes are adjacent, then filled
+into micro-batches in that order, each holding at most ``max_tokens`` tokens *after* its trees' common
+prefixes are laid out once (`gyre.trajectory.sharing`: a GRPO group's samples repeat the whole task
+prompt, every execution the system prompt). A tree longer than the limit is never refused or truncated:
+it becomes a work item of its own, marked to train in chunks of at most the limit
 (``PackedBatch.chunk_tokens``), which gives exactly the loss and gradients of training it whole
 (``gyre.ops.chunked``). A work item is trained by one replica, so all chunks of a tree stay together.
 """
@@ -13,28 +16,32 @@ from collections.abc import Sequence
 import numpy as np
 
 from gyre.protocol import PackedBatch, TrajectoryTree
+from gyre.trajectory.sharing import common_length, merge_trees, prefix_key, shareable_prefix
 
 
 def pack_trees(trees: Sequence[TrajectoryTree], max_tokens: int) -> list[PackedBatch]:
     """Work items of at most ``max_tokens`` tokens per forward pass: small trees share micro-batches
-    (every tree whole in exactly one); each longer tree is an item of its own, trained in chunks. Chunked
-    items come first (the longest work starts first when replicas pull items)."""
+    (every tree whole in exactly one, shared prefixes once); each longer tree is an item of its own,
+    trained in chunks. Chunked items come first (the longest work starts first when replicas pull items)."""
     if max_tokens < 1:
         raise ValueError(f"trainer.max_tokens_per_microbatch must be >= 1, got {max_tokens}")
     long_trees = sorted((t for t in trees if t.num_tokens > max_tokens), key=lambda t: t.num_tokens, reverse=True)
     chunked = [concat_trees([tree], chunk_tokens=max_tokens) for tree in long_trees]
     bins: list[list[TrajectoryTree]] = []
-    free: list[int] = []
-    for tree in sorted((t for t in trees if t.num_tokens <= max_tokens), key=lambda t: t.num_tokens, reverse=True):
-        for index, room in enumerate(free):
-            if tree.num_tokens <= room:
-                bins[index].append(tree)
-                free[index] -= tree.num_tokens
-                break
+    size = 0
+    previous: np.ndarray | None = None
+    for tree in sorted((t for t in trees if t.num_tokens <= max_tokens), key=prefix_key):
+        prefix = tree.ids[: shareable_prefix(tree)]
+        # Trees in prefix order: the merged size grows by the tokens not shared with the previous tree.
+        added = tree.num_tokens - (common_length(prefix, previous) if previous is not None else 0)
+        if bins and size + added <= max_tokens:
+            bins[-1].append(tree)
+            size += added
         else:
             bins.append([tree])
-            free.append(max_tokens - tree.num_tokens)
-    return chunked + [concat_trees(group) for group in bins]
+            size = tree.num_tokens
+        previous = prefix
+    return chunked + [merge_trees(group) for group in bins]
 
 
 def concat_trees(trees: Sequence[TrajectoryTree], chunk_tokens: int | None = None) -> PackedBatch:
