@@ -1,4 +1,10 @@
-"""From finished executions to weighted trees: build, cap the paths, compute advantages and weights."""
+"""From finished executions to weighted trees: build, cap the paths, compute advantages and weights.
+
+Rule for executions without model calls (a harness that failed before its first call, or ran out of
+time first): the policy never acted in them, so their reward says nothing about it. They are left out of
+training and out of their group's baseline (the group's other members are compared with each other
+only); the driver logs how many there were each step (``executions/no_calls``).
+"""
 
 from __future__ import annotations
 
@@ -21,18 +27,22 @@ class TrajectoryConfig:
     adv_estimator: str = "grpo"
     norm_adv_by_std: bool = False
     seed: int = 0
+    shuffle_rewards: bool = False  # control runs: rewards permuted across the step's executions (no signal)
 
 
 def process_executions(executions: Sequence[Execution], cfg: TrajectoryConfig) -> list[TrajectoryTree]:
-    """Weighted, pruned trees for one training step. Executions without calls are skipped (no tokens)."""
+    """Weighted, pruned trees for one training step (executions without calls: see the module docstring)."""
     executions = [execution for execution in executions if execution.calls]
     if not executions:
         return []
+    rewards = np.asarray([execution.reward for execution in executions])
+    if cfg.shuffle_rewards:
+        # Seeded by the step's executions, so a rerun shuffles the same way whatever their order.
+        order = sorted(range(len(executions)), key=lambda i: executions[i].id)
+        key = _stable_hash("|".join(executions[i].id for i in order))
+        rewards[order] = rewards[order][np.random.default_rng([cfg.seed, key]).permutation(len(order))]
     advantages = compute_advantages(
-        [execution.reward for execution in executions],
-        [execution.group for execution in executions],
-        estimator=cfg.adv_estimator,
-        norm_std=cfg.norm_adv_by_std,
+        rewards, [execution.group for execution in executions], estimator=cfg.adv_estimator, norm_std=cfg.norm_adv_by_std
     )
     trees = []
     for execution, advantage in zip(executions, advantages):

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from gyre.algo.advantages import compute_advantages
-from gyre.protocol import CallRecord
+from gyre.protocol import CallRecord, Execution
 from gyre.trajectory import (
     assign_loss_weights,
     build_tree,
@@ -149,3 +149,60 @@ def test_process_executions_caps_paths_and_weights_whole_step():
     assert sum(tree.w_tok.sum() for tree in trees) == pytest.approx(1.0)
     again = process_executions(executions, TrajectoryConfig(max_paths=2))
     assert [t.ids.tolist() for t in trees] == [t.ids.tolist() for t in again]
+
+
+def summarised_execution() -> list[CallRecord]:
+    """Three main turns (3 tokens each), a summary call condensing them, one main turn after the rewrite."""
+    system, task, tool = [1, 2, 3, 4], [10, 11, 12], [50]
+    calls, prompt = [], system + task
+    for turn in range(3):
+        response = [100 + 10 * turn + k for k in range(3)]
+        calls.append(CallRecord("ex", f"m{turn}", "main", list(prompt), response, [-1.0] * 3, 0))
+        prompt = prompt + response + tool
+    calls.append(CallRecord("ex", "sum", "main-summary", prompt + [60, 61], [70, 71, 72, 73], [-1.0] * 4, 0))
+    calls.append(CallRecord("ex", "m3", "main", system + [20, 21, 70, 71, 72, 73], [90], [-1.0], 0))
+    return calls
+
+
+def test_bounded_sampling_keeps_the_main_turns_that_lie_on_a_summary_path():
+    """The main agent's 9 tokens before a context rewrite lie only on the path that ends in the summary
+    call; ranking paths by their last call would keep the 1-token post-summary path instead."""
+    tree = build_tree(summarised_execution())
+    assert sorted(tree.leaf_agent) == ["main", "main-summary"]
+    summary_path = tree.leaf_agent.index("main-summary")
+    main_tokens = tree.is_policy & (tree.token_agent == 0)
+    on_summary_path = int(main_tokens[tree.path_indices(summary_path)].sum())
+    assert on_summary_path == 9 and int(main_tokens.sum()) == 10
+    kept = [select_paths(tree, 1, np.random.default_rng(seed)) for seed in range(200)]
+    share = sum(choice == [summary_path] for choice in kept) / len(kept)
+    assert share > 0.8, share  # drawn by main tokens added: 9 against 1
+
+
+def test_executions_without_calls_are_left_out_of_training_and_of_the_baseline():
+    def execution(name: str, reward: float, calls: bool):
+        record = CallRecord(name, f"{name}:0", "main", [1, 2, 3], [7, 8], [-1.0, -1.0], 0)
+        return Execution(name, "task", "g", [record] if calls else [], reward=reward)
+
+    executions = [execution("a", 1.0, True), execution("b", 0.5, True), execution("c", 0.0, False)]
+    trees = process_executions(executions, TrajectoryConfig(max_paths=None))
+    assert [t.execution_id for t in trees] == ["a", "b"]
+    # execution_token_mean over 2 executions: the weights of an execution's tokens add up to A / 2.
+    advantages = [2 * float(t.w_plus.sum() + t.w_minus.sum()) for t in trees]
+    assert advantages == pytest.approx([0.25, -0.25])
+
+
+def test_shuffled_rewards_keep_the_rewards_and_lose_the_signal():
+    executions = [synthetic_execution(f"e{i}", WorkloadSpec(turns=2), seed=i, group=f"g{i // 4}") for i in range(8)]
+    for i, execution in enumerate(executions):
+        execution.reward = 1.0 if i % 4 == 0 else 0.0  # one success per group
+    plain = process_executions(executions, TrajectoryConfig(max_paths=None))
+    shuffled = process_executions(executions, TrajectoryConfig(max_paths=None, shuffle_rewards=True))
+    again = process_executions(list(reversed(executions)), TrajectoryConfig(max_paths=None, shuffle_rewards=True))
+
+    def advantage(tree):
+        return round(8 * float(tree.w_plus.sum() + tree.w_minus.sum()), 9)
+
+    by_id = {t.execution_id: advantage(t) for t in shuffled}
+    assert by_id == {t.execution_id: advantage(t) for t in again}  # seeded by the step, not by order
+    assert by_id != {t.execution_id: advantage(t) for t in plain}
+    assert abs(sum(by_id.values())) < 1e-9  # still centred within groups
