@@ -110,3 +110,28 @@ def plot_timeline(timelines: dict[str, list[tuple[float, str]]], until: float, p
     fig.savefig(path, dpi=100)
     plt.close(fig)
     return path
+
+
+def plot_curves(path: str | Path, steps: list[float], series: dict[str, list[float]], *, title: str,
+                xlabel: str = "step", ylabel: str = "") -> Path:
+    """Line plot of one or more series against ``steps`` (e.g. a loss curve), written to ``path``."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for label, values in series.items():
+        ax.plot(steps[: len(values)], values, label=label, marker="o" if len(values) <= 30 else None, markersize=3)
+    ax.set_xlabel(xlabel)
+    if ylabel:
+        ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    ax.legend(frameon=False)
+    fig.tight_layout()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path

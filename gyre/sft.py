@@ -1,0 +1,33 @@
+"""Supervised warm start: ``python -m gyre.sft model.path=small data.demonstrations=2`` (Hydra; conf/sft.yaml).
+
+Trains a checkpoint on demonstrations (call records, OpenAI chat transcripts, or demonstrations recorded
+from a suite's tasks through the proxy) with the same trees and packing as RL, and writes HF checkpoint
+folders under ``<run_dir>/checkpoints`` (``latest`` points to the newest): ``model.path`` of a training
+run, ``gyre.eval`` or ``gyre.serve`` accepts them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import hydra
+from omegaconf import DictConfig
+
+
+@hydra.main(config_path="../conf", config_name="sft", version_base=None)
+def main(cfg: DictConfig) -> None:
+    from gyre.config import to_plain
+    from gyre.trainer.warm_start import supervised_run
+
+    data = to_plain(cfg.data)
+    unknown = sorted(set(data) - {"records", "transcripts", "demonstrations"})
+    if unknown:
+        raise ValueError(f"data: unknown key(s) {unknown}; known: demonstrations, records, transcripts")
+    final = supervised_run(cfg, cfg.sft, Path(cfg.run_dir).resolve(), records=data["records"] or [],
+                           transcripts=data["transcripts"] or [], demonstrations=int(data["demonstrations"]),
+                           tracking=cfg.tracking)
+    print(f"checkpoint: {final}  (use it as model.path=...)", flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,72 @@
+"""Checkpoints a user can use: each one is a Hugging Face folder (``save_pretrained`` of the model and its
+tokenizer, safetensors) with the trainer's own state beside it.
+
+    <checkpoints>/step_000012/   config.json, model.safetensors, tokenizer files (model.path accepts it)
+                                 trainer_state.pt (optimizer, schedule, weight version: what resuming needs)
+    <checkpoints>/latest         a symlink to the newest step folder (also a valid model.path)
+
+A checkpoint is written into a temporary folder and renamed, and ``latest`` is replaced atomically, so a
+crash mid-save leaves the previous checkpoint intact and ``latest`` always names a complete one.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+LATEST = "latest"
+TRAINER_STATE = "trainer_state.pt"
+
+
+def step_folder(checkpoints: Path, step: int) -> Path:
+    return Path(checkpoints) / f"step_{step:06d}"
+
+
+def save_checkpoint(folder: Path, model: Any, tokenizer: Any, trainer_state: dict[str, Any] | None = None) -> Path:
+    """Write ``model`` + ``tokenizer`` (+ ``trainer_state``) as an HF folder at ``folder``; point ``latest``
+    (in the parent folder) at it. Returns ``folder``."""
+    import torch
+
+    folder = Path(folder)
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    staging = folder.with_name(f".{folder.name}.tmp")
+    shutil.rmtree(staging, ignore_errors=True)
+    model.save_pretrained(staging, safe_serialization=True)
+    tokenizer.save_pretrained(staging)
+    if trainer_state is not None:
+        torch.save(trainer_state, staging / TRAINER_STATE)
+    shutil.rmtree(folder, ignore_errors=True)
+    staging.rename(folder)
+    link = folder.parent / f".{LATEST}.tmp"
+    if link.is_symlink() or link.exists():
+        link.unlink()
+    link.symlink_to(folder.name)
+    os.replace(link, folder.parent / LATEST)
+    return folder
+
+
+def latest_checkpoint(checkpoints: Path) -> Path | None:
+    """The folder ``latest`` points to, or None when there is no checkpoint yet."""
+    link = Path(checkpoints) / LATEST
+    if not link.exists():
+        return None
+    return link.resolve()
+
+
+def load_trainer_state(folder: Path) -> dict[str, Any]:
+    import torch
+
+    path = Path(folder) / TRAINER_STATE
+    if not path.is_file():
+        raise FileNotFoundError(f"{folder} holds no {TRAINER_STATE}: it is a model checkpoint, not a resumable one")
+    return torch.load(path, map_location="cpu", weights_only=False)
+
+
+def load_weights_into(model: Any, folder: Path) -> None:
+    """Copy the weights of HF checkpoint ``folder`` into the live ``model`` (same architecture), in place."""
+    from transformers import AutoModelForCausalLM
+
+    saved = AutoModelForCausalLM.from_pretrained(folder, dtype=next(model.parameters()).dtype, local_files_only=True)
+    model.load_state_dict(saved.state_dict())

@@ -1,0 +1,233 @@
+"""Supervised training on demonstrations, through the same trees and packing as reinforcement learning.
+
+Each demonstrated execution becomes its prefix-shared tree (`gyre.trajectory.build_tree`); every policy
+token (a response token of a demonstrated call) gets the weight RL gives it with advantage 1
+(``trajectory.loss_agg``: averaged within an execution, then across the step's executions; a prefix
+shared by several calls is computed and trained once). The loss is the weighted negative log-likelihood
+of those tokens, so a demonstration and a rollout of the same conversation train exactly the same tokens.
+
+Steps draw ``batch_executions`` executions from shuffled passes over the data. Checkpoints are HF folders
+(`gyre.trainer.checkpoint`) every ``save_every`` steps and at the end; ``resume`` continues from the
+newest one with its optimizer, schedule and data position.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import random
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from gyre.ops.tree_attention import DEFAULT_BLOCK_SIZE
+from gyre.protocol import PackedBatch, TrajectoryTree
+from gyre.trainer import checkpoint
+from gyre.trainer.sft_data import SFTExample
+from gyre.trainer.step import StepConfig, backward_edges
+from gyre.trajectory import assign_loss_weights, build_tree, pack_trees
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class SFTConfig:
+    steps: int = 200
+    batch_executions: int = 16
+    lr: float = 1e-3
+    min_lr_ratio: float = 0.1  # cosine decay to lr * min_lr_ratio
+    warmup_steps: int = 10
+    weight_decay: float = 0.0
+    max_grad_norm: float | None = 1.0
+    max_tokens_per_microbatch: int = 16384
+    attention_backend: str = "auto"
+    attention_block_size: int = DEFAULT_BLOCK_SIZE
+    loss_agg: str = "execution_token_mean"
+    save_every: int = 100  # checkpoint every k steps (the last step always saves)
+    log_every: int = 10
+    resume: bool = False
+
+    def __post_init__(self) -> None:
+        for name in ("steps", "batch_executions", "max_tokens_per_microbatch", "log_every"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"sft.{name} must be >= 1, got {getattr(self, name)}")
+        if self.lr <= 0 or not 0 <= self.min_lr_ratio <= 1:
+            raise ValueError(f"sft.lr must be > 0 and sft.min_lr_ratio in [0, 1], got {self.lr}, {self.min_lr_ratio}")
+
+
+def demonstration_trees(examples: list[SFTExample], batch_executions: int, loss_agg: str) -> list[TrajectoryTree]:
+    """One weighted tree per execution; weights are set for steps of ``batch_executions`` executions."""
+    trees = []
+    for example in examples:
+        tree = build_tree(example.calls, example.execution_id)
+        trees.append(assign_loss_weights(tree, 1.0, num_executions=batch_executions, aggregation=loss_agg))
+    return trees
+
+
+def sft_microbatch_backward(model: torch.nn.Module, batch: PackedBatch, cfg: SFTConfig) -> dict[str, float]:
+    """Weighted NLL of the micro-batch's policy tokens (in chunks when the batch is a long tree);
+    gradients accumulate into ``model``."""
+    tensors = batch.to_torch(next(model.parameters()).device)
+
+    def edge_loss(edges: torch.Tensor | None, logp: torch.Tensor, entropy: torch.Tensor | None):
+        weights = tensors["w_tok"] if edges is None else tensors["w_tok"][edges]
+        loss = -(logp.to(weights.dtype) * weights).sum()
+        confident = float(((logp.detach() > math.log(0.5)).to(weights.dtype) * weights).sum())  # weight of tokens with p > 0.5
+        return loss, {"loss": float(loss.detach()), "weight": float(weights.sum()), "confident": confident}
+
+    step_cfg = StepConfig(attention_backend=cfg.attention_backend, attention_block_size=cfg.attention_block_size)
+    stats = backward_edges(model, batch, tensors, edge_loss, step_cfg)
+    stats.update(tokens=float(batch.num_tokens), policy_tokens=float(batch.edge_target.shape[0]))
+    return stats
+
+
+def lr_factor(step: int, cfg: SFTConfig) -> float:
+    """Linear warm-up, then cosine decay to ``min_lr_ratio``."""
+    if step < cfg.warmup_steps:
+        return (step + 1) / cfg.warmup_steps
+    progress = (step - cfg.warmup_steps) / max(1, cfg.steps - cfg.warmup_steps)
+    return cfg.min_lr_ratio + (1 - cfg.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * min(1.0, progress)))
+
+
+class SFTTrainer:
+    def __init__(self, cfg: SFTConfig, model_path: str, run_dir: Path, *, dtype: str = "float32", seed: int = 0,
+                 tracker: Any = None, progress: bool = True) -> None:
+        from gyre.models import load_model, load_tokenizer
+
+        self.cfg = cfg
+        self.run_dir = Path(run_dir)
+        self.checkpoints = self.run_dir / "checkpoints"
+        self.seed = seed
+        self.tracker = tracker
+        self.progress = progress
+        self.model = load_model(model_path, dtype=dtype)
+        self.tokenizer = load_tokenizer(model_path)
+        self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+        self.schedule = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lambda step: lr_factor(step, cfg))
+        self.step = 0
+        self.order: list[int] = []  # the current pass's order of examples, and the position in it
+        self.position = 0
+        self.rng = random.Random(seed)
+        self.history: list[dict[str, float]] = []
+
+    # Data order ---------------------------------------------------------------------------------------
+
+    def next_batch(self, count: int) -> list[int]:
+        """``batch_executions`` indices from shuffled passes over the ``count`` examples."""
+        chosen: list[int] = []
+        while len(chosen) < self.cfg.batch_executions:
+            if self.position >= len(self.order):
+                self.order = list(range(count))
+                self.rng.shuffle(self.order)
+                self.position = 0
+            chosen.append(self.order[self.position])
+            self.position += 1
+        return chosen
+
+    # Checkpoints --------------------------------------------------------------------------------------
+
+    def save(self) -> Path:
+        state = {"optimizer": self.optimizer.state_dict(), "schedule": self.schedule.state_dict(), "step": self.step,
+                 "order": self.order, "position": self.position, "rng": self.rng.getstate(), "history": self.history,
+                 "config": asdict(self.cfg)}
+        return checkpoint.save_checkpoint(checkpoint.step_folder(self.checkpoints, self.step), self.model, self.tokenizer, state)
+
+    def resume(self) -> bool:
+        folder = checkpoint.latest_checkpoint(self.checkpoints)
+        if folder is None:
+            return False
+        state = checkpoint.load_trainer_state(folder)
+        checkpoint.load_weights_into(self.model, folder)
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.schedule.load_state_dict(state["schedule"])
+        self.step, self.order, self.position = state["step"], state["order"], state["position"]
+        self.rng.setstate(state["rng"])
+        self.history = state["history"]
+        log.info("resumed supervised training from %s (step %d)", folder, self.step)
+        return True
+
+    # Training -----------------------------------------------------------------------------------------
+
+    def train_step(self, trees: list[TrajectoryTree]) -> dict[str, float]:
+        started = time.perf_counter()
+        self.model.train()
+        self.optimizer.zero_grad(set_to_none=True)
+        stats: dict[str, float] = {}
+        for batch in pack_trees(trees, self.cfg.max_tokens_per_microbatch):
+            for key, value in sft_microbatch_backward(self.model, batch, self.cfg).items():
+                stats[key] = stats.get(key, 0.0) + value
+        max_norm = self.cfg.max_grad_norm if self.cfg.max_grad_norm is not None else float("inf")
+        grad_norm = float(torch.nn.utils.clip_grad_norm_(self.model.parameters(), max_norm))
+        lr = self.schedule.get_last_lr()[0]
+        self.optimizer.step()
+        self.schedule.step()
+        self.step += 1
+        seconds = time.perf_counter() - started
+        return {"sft/loss": stats["loss"] / max(stats["weight"], 1e-12), "sft/confident_tokens": stats["confident"] / max(stats["weight"], 1e-12),
+                "sft/grad_norm": grad_norm, "sft/lr": lr, "sft/step_time_s": seconds,
+                "sft/tokens_per_s": stats["tokens"] / seconds, "sft/policy_tokens": stats["policy_tokens"]}
+
+    def fit(self, examples: list[SFTExample]) -> Path:
+        """Train to ``steps``; returns the final checkpoint folder (an HF folder ``model.path`` accepts)."""
+        if not examples:
+            raise ValueError("supervised training needs at least one demonstration")
+        if self.cfg.resume:
+            self.resume()
+        torch.manual_seed(self.seed)
+        trees = demonstration_trees(examples, self.cfg.batch_executions, self.cfg.loss_agg)
+        progress = _Progress(self.cfg.steps, self.step, enabled=self.progress)
+        try:
+            while self.step < self.cfg.steps:
+                metrics = self.train_step([trees[i] for i in self.next_batch(len(trees))])
+                self.history.append({"step": self.step, **metrics})
+                progress.update(self.step, metrics["sft/loss"])
+                if self.tracker is not None and (self.step % self.cfg.log_every == 0 or self.step == self.cfg.steps):
+                    self.tracker.log(metrics, step=self.step)
+                if self.step % self.cfg.save_every == 0 and self.step < self.cfg.steps:
+                    self.save()
+        finally:
+            progress.close()
+        final = checkpoint.step_folder(self.checkpoints, self.step)
+        if checkpoint.latest_checkpoint(self.checkpoints) != final.resolve():
+            self.save()
+        self.plot()
+        return final
+
+    def plot(self) -> Path:
+        """The loss curve, ``<run_dir>/sft_loss.png`` (and to wandb when tracking it)."""
+        from gyre.tracking import plot_curves
+
+        steps = [row["step"] for row in self.history]
+        path = plot_curves(self.run_dir / "sft_loss.png", steps, {"demonstration loss (NLL per token)": [row["sft/loss"] for row in self.history]},
+                           title="supervised training", xlabel="step")
+        if self.tracker is not None:
+            self.tracker.log_image("sft_loss", path, self.step)
+        return path
+
+
+class _Progress:
+    """A rich progress bar over the steps, with the latest loss."""
+
+    def __init__(self, total: int, done: int, enabled: bool) -> None:
+        self.bar = None
+        if not enabled:
+            return
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+        self.bar = Progress(TextColumn("sft"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+                            TextColumn("loss {task.fields[loss]}"), console=Console(stderr=True))
+        self.task = self.bar.add_task("sft", total=total, completed=done, loss="-")
+        self.bar.start()
+
+    def update(self, step: int, loss: float) -> None:
+        if self.bar is not None:
+            self.bar.update(self.task, completed=step, loss=f"{loss:.4f}")
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.stop()
+

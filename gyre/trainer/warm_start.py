@@ -1,0 +1,128 @@
+"""Supervised runs from a composed config: ``python -m gyre.sft`` and the warm start of an RL recipe.
+
+`supervised_run` gathers the demonstrations a config names (record files, transcripts, demonstrations
+recorded from a suite's tasks) and trains a checkpoint from them. `warm_start` does the same for an RL
+run whose recipe has a ``warm_start`` section, once: the result is cached under
+``$GYRE_CACHE/warm_start/<key>``, the key being a hash of everything that shapes it (starting model,
+the suite's files, harness settings, demonstration count, SFT settings, seed), so a second run starts
+from the same checkpoint at once and any change builds a new one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import logging
+import shutil
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from gyre.config import build, to_plain
+from gyre.trainer.sft import SFTConfig, SFTTrainer
+from gyre.trainer.sft_data import DemonstrationSet, load_records, load_transcripts, report_skipped
+
+log = logging.getLogger(__name__)
+
+# Bump when the way a warm start is built changes in a way its key cannot see.
+WARM_START_VERSION = 1
+
+
+def record_suite_demonstrations(cfg: Any, model_path: str, per_task: int, run_dir: Path) -> DemonstrationSet:
+    """Record ``per_task`` demonstrations of every task of ``cfg.env`` with ``cfg.harness``; read them back."""
+    from gyre.envs.config import EnvConfig
+    from gyre.harness.config import HarnessConfig
+    from gyre.harness.demonstrations import record_demonstrations
+
+    env = EnvConfig.from_config(cfg.env)
+    loaded = env.load()
+    for error in loaded.errors:
+        log.warning("skipped a broken task: %s", error)
+    if not loaded.tasks:
+        raise ValueError(f"env.path={env.path!r} ({env.resolved_path()}) holds no loadable {env.domain} task to demonstrate")
+    harness = HarnessConfig.from_mapping(to_plain(cfg.harness))
+    run = asyncio.run(record_demonstrations(
+        loaded.tasks, model_path=model_path, harness_config=harness, sandbox=env.sandbox, run_dir=run_dir,
+        samples_per_task=per_task, seed=int(cfg.seed), eval_retries=env.eval_retries,
+    ))
+    log.info("recorded %d demonstrations (mean reward %.3f) into %s", len(run.executions), run.mean_reward, run.records)
+    summary = {"executions": len(run.executions), "mean_reward": run.mean_reward,
+               "pass_rate": sum(e.reward >= 1.0 for e in run.executions) / max(1, len(run.executions)),
+               "behaviours": run.behaviours}
+    (run_dir / "demonstrations.json").write_text(json.dumps(summary, indent=1))
+    return load_records([run.records])
+
+
+def supervised_run(cfg: Any, sft_section: Any, run_dir: Path, *, records: list[str] = (), transcripts: list[str] = (),
+                   demonstrations: int = 0, tracking: Any = None) -> Path:
+    """Train ``cfg.model.path`` on the given demonstrations; returns the final HF checkpoint folder."""
+    from gyre.models import load_tokenizer
+    from gyre.chat import ChatTemplate
+    from gyre.tracking import Tracker
+
+    sft_cfg = build(SFTConfig, sft_section, "sft")
+    model_path = str(cfg.model.path)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    data = DemonstrationSet()
+    if records:
+        data.extend(load_records(list(records)))
+    if transcripts:
+        data.extend(load_transcripts(list(transcripts), ChatTemplate(load_tokenizer(model_path))))
+    if demonstrations:
+        data.extend(record_suite_demonstrations(cfg, model_path, demonstrations, run_dir / "demonstrations"))
+    report_skipped(data)
+    log.info("supervised training data: %s", data.summary())
+    if not data.examples:
+        raise ValueError("no demonstration to train on: give data.records, data.transcripts or data.demonstrations > 0"
+                         + (f" ({len(data.skipped)} malformed line(s) skipped)" if data.skipped else ""))
+    backends = list(tracking.backends) if tracking is not None else ["console", "jsonl"]
+    with Tracker(run_dir, backends=backends, project=getattr(tracking, "project", "gyre"),
+                 run_name=getattr(tracking, "run_name", None), wandb_mode=getattr(tracking, "wandb_mode", None),
+                 config={"sft": asdict(sft_cfg), "model": model_path, "data": data.summary()}) as tracker:
+        trainer = SFTTrainer(sft_cfg, model_path, run_dir, dtype=str(cfg.model.dtype), seed=int(cfg.seed), tracker=tracker)
+        return trainer.fit(data.examples)
+
+
+def _files_digest(root: Path) -> str:
+    digest = hashlib.sha256()
+    for path in sorted(p for p in root.rglob("*") if p.is_file()):
+        digest.update(str(path.relative_to(root)).encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+def warm_start_key(cfg: Any) -> str:
+    from gyre.envs.config import EnvConfig
+    from gyre.models import resolve_model_path
+
+    env = EnvConfig.from_config(cfg.env)
+    model = resolve_model_path(str(cfg.model.path))
+    payload = {
+        "version": WARM_START_VERSION,
+        "model": str(model), "model_config": (model / "config.json").read_text(), "dtype": str(cfg.model.dtype),
+        "suite": _files_digest(env.resolved_path()), "domain": env.domain, "loader": env.loader,
+        "harness": to_plain(cfg.harness), "warm_start": to_plain(cfg.warm_start), "seed": int(cfg.seed),
+    }
+    return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def warm_start(cfg: Any, run_dir: Path) -> str:
+    """The recipe's supervised starting checkpoint (built once, then reused from the cache); returns its path."""
+    from gyre.models.tiny import cache_root
+
+    section = cfg.warm_start
+    folder = cache_root() / "warm_start" / warm_start_key(cfg)
+    final = folder / "checkpoints" / "latest"
+    if not (folder / "done.json").is_file():
+        log.info("warm start: demonstrations + supervised training into %s", folder)
+        shutil.rmtree(folder, ignore_errors=True)
+        checkpoint = supervised_run(cfg, section.sft, folder, demonstrations=int(section.demonstrations))
+        (folder / "done.json").write_text(json.dumps({"checkpoint": str(checkpoint)}))
+    else:
+        log.info("warm start: reusing %s", final.resolve())
+    for name in ("sft_loss.png", "demonstrations/demonstrations.json"):
+        if (folder / name).is_file():
+            shutil.copy(folder / name, run_dir / Path(name).name)
+    (run_dir / "warm_start.json").write_text(json.dumps({"checkpoint": str(final.resolve()), "cache": str(folder)}, indent=1))
+    return str(final.resolve())
