@@ -47,7 +47,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from dataclasses import dataclass
 
-from gyre.chat.messages import Conversation, Message
+from gyre.chat.messages import Conversation, Message, same_messages
 from gyre.chat.template import ChatTemplate
 from gyre.chat.tokens import TokenSeq
 
@@ -161,7 +161,8 @@ class PromptBuilder:
             if messages[k].role != "assistant":
                 continue
             for node in reversed(self._index.get(index_key(messages, k), [])):
-                if node.conversation.tools != conversation.tools or node.conversation.messages != messages[:k]:
+                same = node.conversation.tools == conversation.tools
+                if not same or not same_messages(node.conversation.messages, messages[:k]):
                     continue  # another conversation with the same length and last message
                 mismatch = assistant_mismatch(messages[k], node.assistant)
                 if mismatch is not None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import Any, Literal
 
 Role = Literal["system", "user", "assistant", "tool"]
@@ -61,10 +62,15 @@ class Message:
     tool_calls: tuple[ToolCall, ...] = ()
     tool_call_id: str = ""
     name: str = ""
+    # The tool calls as plain strings, so that histories compare in C (``same_messages``).
+    calls_key: tuple[str, ...] = field(init=False, repr=False, compare=False, hash=False, default=())
 
     def __post_init__(self) -> None:
         if self.role not in ROLES:
             raise ValueError(f"unknown message role {self.role!r}; expected one of {ROLES}")
+        if self.tool_calls:
+            key = tuple(text for call in self.tool_calls for text in (call.id, call.name, call.arguments))
+            object.__setattr__(self, "calls_key", key)
 
     def to_template(self) -> dict[str, Any]:
         data: dict[str, Any] = {"role": self.role, "content": self.content}
@@ -115,6 +121,17 @@ class Conversation:
     def __post_init__(self) -> None:
         if not self.messages:
             raise ValueError("a conversation needs at least one message")
-        for index, message in enumerate(self.messages):
-            if message.role == "system" and index != 0:
-                raise ValueError(f"messages[{index}]: a system message is only allowed first")
+        roles = list(map(_ROLE, self.messages))  # in C: a long history is hundreds of messages
+        if "system" in roles[1:]:
+            index = roles.index("system", 1)
+            raise ValueError(f"messages[{index}]: a system message is only allowed first")
+
+
+_ROLE = attrgetter("role")
+_FIELDS = attrgetter("role", "content", "reasoning", "tool_call_id", "name", "calls_key")
+
+
+def same_messages(a: tuple[Message, ...], b: tuple[Message, ...]) -> bool:
+    """``a == b``, compared field by field in C (a long history is hundreds of messages, and the dataclass
+    ``__eq__`` is a Python call per message and per tool call)."""
+    return len(a) == len(b) and list(map(_FIELDS, a)) == list(map(_FIELDS, b))
