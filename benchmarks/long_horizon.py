@@ -16,7 +16,7 @@ files; the real engine):
    the call history retains, record bytes so far, and for
    comparison one full rendering of the conversation (what every call cost before) and the JSON parse
    of the request body (clients resend the whole history: that part is O(conversation) by the API).
-   Side by side, the same requests go through a builder on the full-rendering path (``incremental=False``;
+   In a second pass the same requests go through a builder on the full-rendering path (``incremental=False``;
    its prompts must be identical), whose planning time is reported as ``full_path_plan_ms_*``.
    ``plan_ms_growth`` = planning time at the last checkpoint / at the first; ``record_bytes_per_new_token``
    = record file bytes / tokens new across the execution (new prompt tokens + response tokens);

@@ -5,7 +5,9 @@ and each request goes through the proxy's token-exact prompt planning (``PromptB
 the chat template and tokenizer of ``--model``), exactly as ``/v1/chat/completions`` does. Measured at
 checkpoints: the prompt's tokens, the planning time per call (median of the last 5 calls; event-loop time the proxy spends before
 the engine sees the call), the memory the execution's call history holds (tracemalloc), and the bytes
-of record log written so far (every record carries its full prompt ids, as JSON).
+of record log written so far (record lines as the proxy writes them: a continuation is its parent call's
+id plus the new tokens). Timings are taken under tracemalloc, which slows allocation; see
+``benchmarks/long_horizon.py`` for the 1M-token run without it.
 
     python benchmarks/proxy_long_context.py --out long_context.json [--turns 240] [--every 60]
 
@@ -38,6 +40,8 @@ def main() -> None:
     from gyre.chat import ChatTemplate, Conversation, Message
     from gyre.chat.history import PromptBuilder
     from gyre.models import load_tokenizer
+    from gyre.protocol import CallRecord
+    from gyre.proxy.record_format import encode_record
 
     template = ChatTemplate(load_tokenizer(args.model))
     builder = PromptBuilder(template, max_calls=args.history_calls)
@@ -53,8 +57,10 @@ def main() -> None:
         plan_times.append(time.perf_counter() - started)
         text = f"I will run command number {turn}."
         assistant = Message("assistant", text)
-        builder.commit(plan, f"call-{turn}", template.encode(text) + [template.eos_token_id], assistant, stopped=True)
-        record_bytes += len(json.dumps(plan.prompt_ids, separators=(",", ":")))
+        response = template.encode(text) + [template.eos_token_id]
+        builder.commit(plan, f"call-{turn}", response, assistant, stopped=True)
+        record = CallRecord("long", f"call-{turn}", "main", plan.tokens, response, [-0.5] * len(response), 0)
+        record_bytes += len(encode_record(record, as_delta=plan.parent_call_id is not None)) + 1
         result = line.format(turn=turn) * max(1, args.result_chars // len(line.format(turn=turn)))
         messages += [assistant, Message("user", result)]
         if turn % args.every == 0 or turn == args.turns:
