@@ -196,18 +196,22 @@ class Cell:
 
     # Checkpoints (core) -----------------------------------------------------------------------------
 
-    def save_checkpoint(self, path: str) -> None:
-        assert self.model is not None and self.optimizer is not None
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
-        tmp = f"{path}.tmp"
-        torch.save({"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
-                    "version": self.version}, tmp)
-        Path(tmp).replace(path)
+    def save_checkpoint(self, folder: str) -> None:
+        """The policy as an HF folder (model + tokenizer: servable, evaluable, a new run's start) with the
+        optimizer and weight version beside it (``trainer_state.pt``) for resuming."""
+        from gyre.models import load_tokenizer
+        from gyre.trainer.checkpoint import save_checkpoint
 
-    async def load_checkpoint(self, path: str) -> int:
-        state = torch.load(path, map_location=self.cfg.device, weights_only=False)
         assert self.model is not None and self.optimizer is not None
-        self.model.load_state_dict(state["model"])
+        state = {"optimizer": self.optimizer.state_dict(), "version": self.version}
+        save_checkpoint(Path(folder), self.model, load_tokenizer(self.cfg.model_path), state)
+
+    async def load_checkpoint(self, folder: str) -> int:
+        from gyre.trainer.checkpoint import load_trainer_state, load_weights_into
+
+        assert self.model is not None and self.optimizer is not None
+        state = load_trainer_state(Path(folder))
+        load_weights_into(self.model, Path(folder))
         self.optimizer.load_state_dict(state["optimizer"])
         self.version = int(state["version"])
         await self.engine.load_weights(self._named_params(), self.version)

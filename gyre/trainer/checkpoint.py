@@ -25,8 +25,9 @@ def step_folder(checkpoints: Path, step: int) -> Path:
 
 
 def save_checkpoint(folder: Path, model: Any, tokenizer: Any, trainer_state: dict[str, Any] | None = None) -> Path:
-    """Write ``model`` + ``tokenizer`` (+ ``trainer_state``) as an HF folder at ``folder``; point ``latest``
-    (in the parent folder) at it. Returns ``folder``."""
+    """Write ``model`` + ``tokenizer`` (+ ``trainer_state``) as an HF folder at ``folder`` (atomically: a
+    staging folder renamed into place). ``latest`` is not moved: call `mark_latest` once everything that
+    belongs in the checkpoint is there."""
     import torch
 
     folder = Path(folder)
@@ -39,12 +40,17 @@ def save_checkpoint(folder: Path, model: Any, tokenizer: Any, trainer_state: dic
         torch.save(trainer_state, staging / TRAINER_STATE)
     shutil.rmtree(folder, ignore_errors=True)
     staging.rename(folder)
+    return folder
+
+
+def mark_latest(folder: Path) -> None:
+    """Point ``<checkpoints>/latest`` at ``folder`` (atomically replaced: never a dangling or half link)."""
+    folder = Path(folder)
     link = folder.parent / f".{LATEST}.tmp"
     if link.is_symlink() or link.exists():
         link.unlink()
     link.symlink_to(folder.name)
     os.replace(link, folder.parent / LATEST)
-    return folder
 
 
 def latest_checkpoint(checkpoints: Path) -> Path | None:

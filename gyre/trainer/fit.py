@@ -37,7 +37,8 @@ class LoopConfig:
     max_tokens_per_microbatch: int = 16384
     max_grad_norm: float | None = 1.0
     save_every: int = 1  # checkpoint every k steps (0: never)
-    val_every: int = 0  # validate every k steps (0: never)
+    val_every: int = 0  # validate every k steps, before the first and after the last (0: never)
+    val_samples: int = 1  # executions per held-out task at each validation
     timeline_every: int = 1  # plot the cell-role timeline every k steps
     poll_s: float = 0.2  # how often the loop re-observes when nothing happened
     resume: bool = False
@@ -80,6 +81,7 @@ class Driver:
         self.last_step_end = time.perf_counter()
         self._wake = asyncio.Event()
         self.validations: set[asyncio.Future] = set()
+        self.val_history: list[dict[str, Any]] = []  # every validation's metrics, in step order
         self.idle_seconds: dict[str, float] = defaultdict(float)
         self.role_seconds: dict[str, float] = defaultdict(float)
 
@@ -184,7 +186,8 @@ class Driver:
         self.tracker.log(metrics, step=self.steps_done)
         if self.cfg.timeline_every and self.steps_done % self.cfg.timeline_every == 0:
             self.plot_timeline()
-        if self.cfg.val_every and self.val_tasks and self.steps_done % self.cfg.val_every == 0:
+        last = self.steps_done == self.cfg.total_steps
+        if self.cfg.val_every and self.val_tasks and (self.steps_done % self.cfg.val_every == 0 or last):
             self.validations.add(asyncio.ensure_future(self.validate(self.steps_done)))
         self.training = None
 
@@ -198,7 +201,8 @@ class Driver:
             metrics[f"reward/{domain}"] = float(np.mean(values))
             metrics[f"pass_rate/{domain}"] = float(np.mean(np.asarray(values) >= 1.0))
         statuses = [e.status for e in executions]
-        metrics["executions/trained"] = len(executions)
+        metrics["executions/trained"] = sum(1 for e in executions if e.calls)
+        metrics["executions/no_calls"] = sum(1 for e in executions if not e.calls)  # left out (trajectory.processor)
         metrics["executions/timeout"] = statuses.count("timeout")
         metrics["executions/crashed"] = statuses.count("crashed")
         metrics["executions/partial"] = int(((rewards > 0) & (rewards < 1)).sum())
@@ -252,17 +256,43 @@ class Driver:
                                 "max_staleness": cfg.max_staleness, "rollout_cells": cfg.rollout_cells}
         return metrics
 
-    async def validate(self, step: int) -> dict[str, float]:
-        """Every held-out task once with the current weights (not trained on); logged as val/*."""
-        futures = [self.pool.submit(task, group=f"val-{step}", sample_index=0) for task in self.val_tasks]
+    async def validate(self, step: int) -> dict[str, Any]:
+        """Every held-out task ``val_samples`` times with the current weights (never trained on); logged as
+        ``val/*`` at ``step`` and plotted into ``val_curve.png``. ``val/pass_rate`` counts full credit,
+        ``val/score`` is the mean reward (partial credit included)."""
+        version = self.cluster.version
+        futures = [self.pool.submit(task, group=f"val-{step}", sample_index=index)
+                   for task in self.val_tasks for index in range(self.cfg.val_samples)]
         executions = [e for e in await asyncio.gather(*futures) if is_scorable(e)]
-        metrics: dict[str, float] = {}
+        rewards = np.asarray([e.reward for e in executions], dtype=float)
+        metrics: dict[str, Any] = {
+            "val/pass_rate": float((rewards >= 1.0).mean()) if rewards.size else float("nan"),
+            "val/score": float(rewards.mean()) if rewards.size else float("nan"),
+            "val/executions": len(executions),
+            "val/step": step,  # the training steps behind the validated weights
+            "val/policy_version": version,
+            # Weights that served the calls: other than ``version`` only if training moved on meanwhile.
+            "val/call_versions": sorted({call.weight_version for e in executions for call in e.calls}),
+        }
         for domain, values in rewards_by_domain(executions).items():
             metrics[f"val/pass_rate/{domain}"] = float(np.mean(np.asarray(values) >= 1.0))
             metrics[f"val/score/{domain}"] = float(np.mean(values))
-        metrics["val/policy_version"] = step
+        self.val_history.append({"step": step, **metrics})
+        self.val_history.sort(key=lambda row: row["step"])
         self.tracker.log(metrics, step=max(step, self.steps_done))
+        self.plot_validation()
         return metrics
+
+    def plot_validation(self) -> Path:
+        """Held-out pass rate and score against the training step: ``<run_dir>/val_curve.png`` (and wandb)."""
+        from gyre.tracking import plot_curves
+
+        steps = [row["step"] for row in self.val_history]
+        series = {"pass rate (full credit)": [row["val/pass_rate"] for row in self.val_history],
+                  "score (mean reward)": [row["val/score"] for row in self.val_history]}
+        path = plot_curves(self.run_dir / "val_curve.png", steps, series, title="held-out validation", ylabel="fraction")
+        self.tracker.log_image("val_curve", path, self.steps_done)
+        return path
 
     # Idle accounting --------------------------------------------------------------------------------
 
@@ -296,20 +326,25 @@ class Driver:
         return path
 
     async def save(self) -> None:
-        folder = self.run_dir / "checkpoints" / f"step_{self.steps_done:06d}"
-        await self.cluster.save(str(folder / "core.pt"))
+        """An HF folder of the policy + optimizer (the core's), with the driver's position beside it; ``latest``
+        moves only once the whole checkpoint is written."""
+        from gyre.trainer.checkpoint import mark_latest, step_folder
+
+        folder = step_folder(self.run_dir / "checkpoints", self.steps_done)
+        await self.cluster.save(str(folder))
         driver = {"steps_done": self.steps_done, "sampler_position": self.sampler.position,
                   "version": self.cluster.version}
         (folder / "driver.json").write_text(json.dumps(driver))
-        (self.run_dir / "checkpoints" / "latest").write_text(folder.name)
+        mark_latest(folder)
 
     async def resume(self) -> bool:
-        latest = self.run_dir / "checkpoints" / "latest"
-        if not latest.exists():
+        from gyre.trainer.checkpoint import latest_checkpoint
+
+        folder = latest_checkpoint(self.run_dir / "checkpoints")
+        if folder is None:
             return False
-        folder = self.run_dir / "checkpoints" / latest.read_text().strip()
         driver = json.loads((folder / "driver.json").read_text())
-        await self.cluster.load(str(folder / "core.pt"))
+        await self.cluster.load(str(folder))
         self.steps_done = driver["steps_done"]
         self.sampler.position = driver["sampler_position"]
         log.info("resumed from %s: step %d, policy version %d", folder, self.steps_done, self.cluster.version)
@@ -318,9 +353,10 @@ class Driver:
     # The loop ---------------------------------------------------------------------------------------
 
     async def run(self) -> int:
-        if self.cfg.resume:
-            await self.resume()
+        resumed = await self.resume() if self.cfg.resume else False
         await self.cluster.start_rollout()
+        if self.cfg.val_every and self.val_tasks and not resumed:
+            await self.validate(0)  # the starting policy, before any training (a clean "before" figure)
         last = time.perf_counter()
         while not (self.steps_done >= self.cfg.total_steps and self.training is None):
             for action in self.policy.decide(self.observe()):

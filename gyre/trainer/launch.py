@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, OmegaConf, open_dict
 
 from gyre.algo.losses import LossConfig
 from gyre.config import build, to_plain
@@ -38,6 +38,7 @@ class TrainerSection:
     save_every: int
     resume: bool
     val_every: int
+    val_samples: int
     val_fraction: float
     timeline_every: int
     poll_s: float
@@ -96,6 +97,11 @@ def run(cfg: DictConfig) -> int:
 
     run_dir = Path(cfg.run_dir).resolve()
     run_dir.mkdir(parents=True, exist_ok=True)
+    if cfg.get("warm_start"):
+        from gyre.trainer.warm_start import warm_start
+
+        with open_dict(cfg):
+            cfg.model.path = warm_start(cfg, run_dir)  # the recipe's supervised start (built once, then cached)
     loop_cfg = loop_config(cfg)
     staleness = {"max_staleness": cfg.trainer.max_staleness, "stale_policy": cfg.trainer.stale_policy}
     if cfg.scheduler.name == "colocate":
@@ -115,7 +121,13 @@ def run(cfg: DictConfig) -> int:
         log.warning("skipped a broken task: %s", error)
     if not loaded.tasks:
         raise ValueError(f"env.path={env.path!r} ({env.resolved_path()}) holds no loadable {env.domain} task")
-    tasks, val_tasks = split_tasks(loaded.tasks, cfg.trainer.val_fraction, cfg.seed)
+    held_out = env.load_val()
+    if held_out is None:
+        tasks, val_tasks = split_tasks(loaded.tasks, cfg.trainer.val_fraction, cfg.seed)
+    else:
+        for error in held_out.errors:
+            log.warning("skipped a broken held-out task: %s", error)
+        tasks, val_tasks = loaded.tasks, held_out.tasks
 
     if not ray.is_initialized():
         ray.init(include_dashboard=False, log_to_driver=False, configure_logging=False,

@@ -133,7 +133,9 @@ class SFTTrainer:
         state = {"optimizer": self.optimizer.state_dict(), "schedule": self.schedule.state_dict(), "step": self.step,
                  "order": self.order, "position": self.position, "rng": self.rng.getstate(), "history": self.history,
                  "config": asdict(self.cfg)}
-        return checkpoint.save_checkpoint(checkpoint.step_folder(self.checkpoints, self.step), self.model, self.tokenizer, state)
+        folder = checkpoint.save_checkpoint(checkpoint.step_folder(self.checkpoints, self.step), self.model, self.tokenizer, state)
+        checkpoint.mark_latest(folder)
+        return folder
 
     def resume(self) -> bool:
         folder = checkpoint.latest_checkpoint(self.checkpoints)

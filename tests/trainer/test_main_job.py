@@ -34,7 +34,11 @@ def test_main_job_runs_under_each_scheduler(tmp_path, scheduler):
         assert all(model > 0 and abs(model + rest - wall) < 1e-6 for wall, model, rest in split), s
         assert len(s["rollout/execution_calls"]) == len(s["rollout/execution_time_s"])
     assert (run_dir / "timeline.png").stat().st_size > 1000
-    assert (run_dir / "checkpoints" / "latest").read_text().strip() == "step_000002"
+    latest = run_dir / "checkpoints" / "latest"
+    assert os.readlink(latest) == "step_000002"
+    # A checkpoint is an HF folder (servable and evaluable) with the trainer's state beside it.
+    assert {"config.json", "model.safetensors", "tokenizer.json", "trainer_state.pt", "driver.json"} <= {p.name for p in latest.iterdir()}
+    assert all(s["executions/no_calls"] == 0 for s in steps)
     assert list((run_dir / "wandb").glob("offline-run-*"))
     if scheduler == "async":  # the fixed split: the one rollout satellite never trains
         assert all(s["trainer_members"] == 2 for s in steps)
