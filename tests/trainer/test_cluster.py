@@ -20,8 +20,9 @@ LR = 1e-3
 
 
 def step_batches():
-    """A long first micro-batch (one big tree) then small ones: the satellite's join lands while the core is
-    busy with the first, so it is really mid-step, and there is work left for it to pull."""
+    """A long first micro-batch (one big tree, longer than a micro-batch: trained in chunks by the replica
+    that pulls it) then small ones: the satellite's join lands while the core is busy with the first, so it
+    is really mid-step, and there is work left for it to pull."""
     spec = WorkloadSpec(turns=3, system_tokens=16, task_tokens=16, response_tokens=(4, 10), tool_tokens=(4, 12))
     big = WorkloadSpec(turns=60, response_tokens=(40, 80), tool_tokens=(200, 400), subagents=4)
     executions = [synthetic_execution(f"e{i}", spec, seed=i, group=f"g{i % 3}") for i in range(8)]
@@ -31,7 +32,9 @@ def step_batches():
     trees = process_executions(executions, TrajectoryConfig(max_paths=None))
     large = [t for t in trees if t.execution_id == "big"]
     small = [t for t in trees if t.execution_id != "big"]
-    return pack_trees(large, 10**9) + pack_trees(small, max_tokens=max(t.num_tokens for t in small))
+    chunked = pack_trees(large, 4096)
+    assert len(chunked) == 1 and chunked[0].chunk_tokens == 4096 < chunked[0].num_tokens
+    return chunked + pack_trees(small, max_tokens=max(t.num_tokens for t in small))
 
 
 @pytest.fixture(scope="module")
