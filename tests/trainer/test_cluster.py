@@ -32,8 +32,8 @@ def step_batches():
     trees = process_executions(executions, TrajectoryConfig(max_paths=None))
     large = [t for t in trees if t.execution_id == "big"]
     small = [t for t in trees if t.execution_id != "big"]
-    chunked = pack_trees(large, 4096)
-    assert len(chunked) == 1 and chunked[0].chunk_tokens == 4096 < chunked[0].num_tokens
+    chunked = pack_trees(large, 16384)
+    assert len(chunked) == 1 and chunked[0].chunk_tokens == 16384 < chunked[0].num_tokens
     return chunked + pack_trees(small, max_tokens=max(t.num_tokens for t in small))
 
 
