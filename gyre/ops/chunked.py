@@ -158,6 +158,7 @@ def chunked_tree_backward(
             loss.backward()
             runner.path.accumulate(leaves)
             stats.append(chunk_stats)
+            del logits, logp, entropy, loss, leaves  # free this chunk's logits before the next forward
         else:  # nothing to train here: only the open rows' keys/values matter (their gradients come in step 2)
             with torch.no_grad():
                 _, own, _ = runner.forward(rows, past_end, np.zeros(0, np.int64))
