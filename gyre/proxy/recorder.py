@@ -133,6 +133,15 @@ class RecordWriter:
         path = self.path(execution_id)
         return read_live_record_file(path) if path.exists() else []
 
+    def count(self, execution_id: str) -> int:
+        """How many records of ``execution_id`` are complete on disk, without decoding them (a poll that
+        ``len(read(...))`` would make cost the execution's whole context per call)."""
+        path = self.path(execution_id)
+        if not path.exists():
+            return 0
+        with path.open("rb") as handle:
+            return sum(block.count(b"\n") for block in iter(lambda: handle.read(1 << 20), b""))
+
     def close(self) -> None:
         """Write and sync what is queued, then stop the thread and close the files."""
         if self._closed:

@@ -106,7 +106,8 @@ def test_delta_records_round_trip_and_cost_bytes_per_new_token(tmp_path: Path) -
         CallRecord("e", "sub", "sub", TokenSeq.of([9, 10, 11]), [12], [-0.25], 1),
         CallRecord("e", "huge", "main", records[-1].prompt_ids.extend(records[-1].response_ids, label="c29")
                    .extend([3] * RecordWriter.INLINE_TOKENS), [4], [-1.0], 1),
-        CallRecord("e", "orphan", "main", TokenSeq.of([1, 2]).extend([3], label="elsewhere").extend([4]), [5], [-2.0], 1),
+        CallRecord("e", "orphan", "main", TokenSeq.of([1, 2]).extend([3], label="elsewhere").extend([4]), [5], [-2.0],
+                   1),
     ]
     write_all(writer, records)
     writer.close()
@@ -141,6 +142,7 @@ def test_truncated_file_reads_every_complete_record_and_names_the_broken_line(tm
     assert read_record_file(path, errors) == records[:4]
     assert errors == [f"{path}:5: incomplete last line (the write was cut off)"]
     assert RecordWriter(tmp_path, fsync=False).read("t") == records[:4]  # a live reader: a write in progress
+    assert RecordWriter(tmp_path, fsync=False).count("t") == 4 and RecordWriter(tmp_path, fsync=False).count("x") == 0
     # A damaged line in the middle: the line after it continues it, so both are reported by line.
     lines = data.decode().splitlines(keepends=True)
     lines[2] = "{not json\n"
