@@ -1,7 +1,15 @@
 """Scheduling policies (pure: no clock, no I/O) shared by the driver and the simulator."""
 
-from gyre.scheduler.policies import POLICIES, AsyncPolicy, ColocatePolicy, ElasticPolicy, Policy, make_policy
+from gyre.scheduler.policies import (
+    POLICIES,
+    AsyncPolicy,
+    ColocatePolicy,
+    ElasticPolicy,
+    Policy,
+    make_policy,
+)
 from gyre.scheduler.state import (
+    AbortStale,
     Action,
     CellView,
     Dispatch,
@@ -10,9 +18,12 @@ from gyre.scheduler.state import (
     SchedulerState,
     StartTrainStep,
     SwitchCell,
+    VersionCounts,
+    version_counts,
 )
 
 __all__ = [
-    "POLICIES", "Action", "AsyncPolicy", "CellView", "ColocatePolicy", "Dispatch", "ElasticPolicy", "Policy",
-    "Role", "SchedulerConfig", "SchedulerState", "StartTrainStep", "SwitchCell", "make_policy",
+    "POLICIES", "AbortStale", "Action", "AsyncPolicy", "CellView", "ColocatePolicy", "Dispatch", "ElasticPolicy", "Policy",
+    "Role", "SchedulerConfig", "SchedulerState", "StartTrainStep", "SwitchCell", "VersionCounts", "make_policy",
+    "version_counts",
 ]

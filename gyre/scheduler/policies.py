@@ -3,19 +3,30 @@
 - ``colocate``: every cell rolls out the step's batch, then every cell trains, then all roll out again with
   the new weights. Synchronous and on-policy; the whole cluster waits for the slowest execution.
 - ``async``: a fixed split (``rollout_cells`` satellites roll out, the core and the other satellites train);
-  rollout never stops, training consumes ready executions at most ``max_staleness`` versions old.
-- ``elastic``: rollout keeps going; when a batch is ready the core switches to training at once; a satellite
-  joins training only while the remaining rollout capacity still covers the outstanding work
-  (``w <= C_R - C_e``), one cell at a time, and goes back when the outstanding work needs it (``w > C_R``).
-  Executions are never interrupted: the router moves their sessions.
+  rollout never stops, training consumes ready executions as soon as a batch is there.
+- ``elastic``: rollout keeps going; when a batch is ready the core switches to training at once. Satellites
+  follow the outstanding work ``w``: every satellite the rule allows moves in one decision, to training
+  while the remaining rollout capacity still covers ``w`` (``w <= C_R - C_e`` per cell moved), back to
+  rollout when it does not (``w > C_R``). Cells stay where they are across steps while the rule holds, and
+  a cell moved during a step is not moved back before the next one (hysteresis). Executions are never
+  interrupted: the router moves their sessions.
 
-Outstanding work ``w`` counts running executions plus those the staleness bound still allows to be
-dispatched: the rollout capacity the run needs right now.
+Staleness. ``max_staleness`` batches of look-ahead may be in flight beyond the batch being generated.
+With ``stale_policy=keep`` (the default) every execution is trained however long it ran, corrected by the
+loss's importance weights, so long executions are not selected against. With ``drop`` an execution more
+than ``max_staleness`` versions old cannot be trained: ready ones are dropped when a step starts, and
+running ones are aborted (``AbortStale``) as soon as no step can take them, freeing their slots.
+
+Outstanding work ``w`` counts only executions that can still be trained: the running ones plus those the
+look-ahead still allows to be dispatched, capped at what the next batch needs.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from gyre.scheduler.state import (
+    AbortStale,
     Action,
     CellView,
     Dispatch,
@@ -38,26 +49,53 @@ class Policy:
 
     # Shared arithmetic -------------------------------------------------------------------------------
 
+    @property
+    def drops(self) -> bool:
+        return self.cfg.stale_policy == "drop"
+
     def stale(self, state: SchedulerState) -> int:
-        """Ready executions generated more than ``max_staleness`` versions ago."""
-        oldest_allowed = state.policy_version - self.cfg.max_staleness
-        return sum(1 for version in state.ready_versions if version < oldest_allowed)
+        """Ready executions too stale for a step starting now (``drop`` only; ``keep`` trains them all)."""
+        if not self.drops:
+            return 0
+        return state.ready_below(state.policy_version - self.cfg.max_staleness)
 
     def trainable(self, state: SchedulerState) -> int:
-        return state.ready - (self.stale(state) if self.cfg.stale_policy == "drop" else 0)
+        return state.ready - self.stale(state)
+
+    def oldest_trainable_running(self, state: SchedulerState) -> int | None:
+        """The oldest dispatch version a running execution may have and still be trained, or None (keep).
+
+        The earliest step it can join starts at the current version, or at the next one while a step runs."""
+        if not self.drops:
+            return None
+        return state.policy_version + (1 if state.training else 0) - self.cfg.max_staleness
+
+    def untrainable_running(self, state: SchedulerState) -> int:
+        oldest = self.oldest_trainable_running(state)
+        return 0 if oldest is None else state.running_below(oldest)
+
+    def running(self, state: SchedulerState) -> int:
+        """Running executions that can still be trained."""
+        return state.running - self.untrainable_running(state)
+
+    def abort_untrainable(self, state: SchedulerState) -> list[Action]:
+        if self.untrainable_running(state) == 0:
+            return []
+        oldest = self.oldest_trainable_running(state)
+        assert oldest is not None
+        return [AbortStale(oldest)]
 
     def start_step(self, state: SchedulerState) -> StartTrainStep:
-        drop = self.stale(state) if self.cfg.stale_policy == "drop" else 0
-        return StartTrainStep(self.cfg.batch_size, drop_stale=drop)
+        return StartTrainStep(self.cfg.batch_size, drop_stale=self.stale(state))
 
     def dispatch_budget(self, state: SchedulerState) -> int:
-        """Executions the staleness bound still allows in flight, minus what is running or ready and still
+        """Executions the look-ahead still allows in flight, minus what is running or ready and still
         trainable. Between steps that is ``max_staleness + 1`` batches; while a step runs, one fewer: the
         step will bump the version before anything dispatched now can be trained, so an execution started
         now is already one version old when it is trained at the earliest."""
         ahead = self.cfg.max_staleness + (0 if state.training else 1)
         limit = ahead * self.cfg.batch_size
-        budget = limit - state.running - self.trainable(state)
+        budget = limit - self.running(state) - self.trainable(state)
         if state.executions_left is not None:
             budget = min(budget, state.executions_left)
         return max(0, budget)
@@ -108,13 +146,13 @@ class AsyncPolicy(Policy):
             return []
         rollout = self._rollout or self.rollout_ids(state)
         self._rollout = rollout  # the split is fixed for the run
-        actions: list[Action] = []
+        actions = self.abort_untrainable(state)
         for cell in state.cells:
             want = Role.ROLLOUT if cell.id in rollout else Role.TRAIN
             if cell.role not in (want, Role.SWITCHING, Role.DEAD):
                 actions.append(SwitchCell(cell.id, want))
         serving = sum(cell.capacity for cell in state.cells if cell.id in rollout and cell.role == Role.ROLLOUT)
-        count = min(self.dispatch_budget(state), max(0, serving - state.running))
+        count = min(self.dispatch_budget(state), max(0, serving - self.running(state)))
         if count:
             actions.append(Dispatch(count))
         if not state.training and self.trainable(state) >= self.cfg.batch_size and state.core.role == Role.TRAIN:
@@ -122,48 +160,163 @@ class AsyncPolicy(Policy):
         return actions
 
 
+@dataclass
+class RolloutPool:
+    """Rollout capacity as one decision sees it (executions): serving now, and once the cells switching back
+    to rollout have landed; in full-capacity and in full-speed (``CellView.fast``) units."""
+
+    serving: int = 0
+    serving_fast: int = 0
+    heading: int = 0
+    heading_fast: int = 0
+    incoming: bool = False  # cells are on their way back to rollout
+    trainers: int = 0  # cells training or on their way to it
+
+    @classmethod
+    def of(cls, state: SchedulerState, leaving: str | None) -> RolloutPool:
+        pool = cls()
+        for cell in state.cells:
+            if cell.id == leaving:
+                pool.trainers += 1
+            elif cell.role == Role.ROLLOUT:
+                pool.serving += cell.capacity
+                pool.serving_fast += cell.fast
+            elif cell.role == Role.SWITCHING and cell.switching_to == Role.ROLLOUT:
+                pool.heading += cell.capacity
+                pool.heading_fast += cell.fast
+                pool.incoming = True
+            elif cell.role in (Role.TRAIN, Role.SWITCHING):
+                pool.trainers += 1
+        pool.heading += pool.serving
+        pool.heading_fast += pool.serving_fast
+        return pool
+
+
 class ElasticPolicy(Policy):
+    """Cells go where the work is, moved in bulk, with hysteresis.
+
+    Outstanding work ``w`` (executions) is what rollout must hold cells for: the running executions that
+    can still be trained, plus the look-ahead still allowed to be dispatched, counted up to one batch
+    beyond the next one (deeper look-ahead is dispatched into spare capacity but holds no cell: it would
+    only let rollout run further ahead of training). Two phases alternate:
+
+    - Step phase (a batch is ready or a step runs): the core trains. Every satellite that rollout can
+      spare joins at once, while the cells left serving still hold ``w`` at full capacity. When the
+      observer measures the step's remaining work and the join time (``train_left_s``, ``join_s``), a
+      satellite joins only if it will compute at least as long as its switch and weight pull took.
+    - Wait phase (no batch ready, no step): training cells have nothing to do. While the serving cells
+      are loaded beyond the sessions they serve at full speed (``CellView.fast``) and the next batch is
+      not near (less than half of it ready), they go back to rollout, satellites first: new executions
+      then run faster. Otherwise they stay, ready for the next step. While cells are on their way back,
+      only what the serving cells hold at full speed is dispatched; the rest waits for them.
+
+    In either phase, cells in training go back when ``w`` exceeds the rollout capacity (the core only in
+    the wait phase). Hysteresis: a cell joins when rollout can spare its whole capacity and goes back only
+    when rollout lacks capacity, so cells stay in training across steps while the rule holds; and a cell
+    that joined training is not sent back within the same phase (it paid a switch and a weight pull).
+    Within a phase ``w`` never grows (the look-ahead allowance only changes when a step starts or ends),
+    so the rule itself cannot bounce a cell either.
+    """
+
     name = "elastic"
+    SPREAD_BELOW = 0.5  # wait phase: spread sessions only while less than this share of a batch is ready
+
+    def __init__(self, cfg: SchedulerConfig):
+        super().__init__(cfg)
+        self._moved: dict[str, tuple[int, Role]] = {}  # cell id -> (phase, role) of its last move
+
+    def batch_ready(self, state: SchedulerState) -> bool:
+        return self.trainable(state) >= self.cfg.batch_size
+
+    def outstanding(self, state: SchedulerState) -> int:
+        """``w``: trainable running executions plus the look-ahead that rollout holds cells for."""
+        running = self.running(state)
+        one_ahead = (min(self.cfg.max_staleness, 1) + (0 if state.training else 1)) * self.cfg.batch_size
+        room = max(0, one_ahead - running - self.trainable(state))
+        return running + min(self.dispatch_budget(state), room)
+
+    def phase(self, state: SchedulerState) -> int:
+        """Step k's wait for a batch is phase 2k; from its batch being ready to its end, 2k + 1."""
+        return 2 * state.steps_done + (1 if state.training or self.batch_ready(state) else 0)
 
     def decide(self, state: SchedulerState) -> list[Action]:
         if state.done:
             return []
+        actions = self.abort_untrainable(state)
         core = state.core
-        satellites = [cell for cell in state.cells if not cell.is_core]
-        batch_ready = self.trainable(state) >= self.cfg.batch_size
-        actions: list[Action] = []
+        stepping = state.training or self.batch_ready(state)
+        # The core switches to training the moment a batch is ready, and the step starts once it is there.
+        core_joins = not state.training and stepping and core.role == Role.ROLLOUT
+        if not state.training and stepping and core.role == Role.TRAIN:
+            actions.append(self.start_step(state))
 
-        if not state.training:
-            if batch_ready:
-                # The core switches to training the moment a batch is ready.
-                if core.role == Role.TRAIN:
-                    actions.append(self.start_step(state))
-                elif core.role == Role.ROLLOUT:
-                    actions.append(SwitchCell(core.id, Role.TRAIN))
-            else:
-                # Between steps every cell serves rollouts (the core too: its optimizer state is offloaded).
-                actions += self.switch_all([core, *satellites] if self.cfg.satellites_return else [core], Role.ROLLOUT)
-        elif not state.switching:
-            actions += self.rebalance(state, satellites)
+        pool = RolloutPool.of(state, core.id if core_joins else None)
+        work = self.outstanding(state)
+        joining: list[CellView] = []
+        returning: list[CellView] = []
+        core_too = not stepping
+        if work > pool.heading:
+            returning = self._returning(state, work - pool.heading, core_too=core_too, fast=False)
+        elif stepping:
+            joining = self._joining(state, pool.heading - work)
+            useful = self._useful_joiners(state, pool.trainers)
+            if useful is not None:
+                joining = joining[:useful]
+        elif work > pool.heading_fast and self.trainable(state) < self.SPREAD_BELOW * self.cfg.batch_size:
+            returning = self._returning(state, work - pool.heading_fast, core_too=core_too, fast=True)
+        actions += self._move(([core] if core_joins else []) + joining, Role.TRAIN, state)
+        actions += self._move(returning, Role.ROLLOUT, state)
 
-        leaving = {a.cell_id for a in actions if isinstance(a, SwitchCell) and a.to == Role.TRAIN}
-        planned_rollout = state.capacity_of(Role.ROLLOUT) - sum(c.capacity for c in state.cells if c.id in leaving)
-        count = min(self.dispatch_budget(state), max(0, planned_rollout - state.running))
+        serving = pool.serving - sum(cell.capacity for cell in joining)
+        serving_fast = pool.serving_fast - sum(cell.fast for cell in joining)
+        room = serving_fast if pool.incoming or returning else serving
+        count = min(self.dispatch_budget(state), max(0, room - self.running(state)))
         if count:
             actions.append(Dispatch(count))
         return actions
 
-    def rebalance(self, state: SchedulerState, satellites: list[CellView]) -> list[Action]:
-        """During a step, move one satellite at a time by the rule ``w <= C_R - C_e`` / ``w > C_R``."""
-        outstanding = state.running + self.dispatch_budget(state)
-        rollout_capacity = state.capacity_of(Role.ROLLOUT)
-        serving = [cell for cell in satellites if cell.role == Role.ROLLOUT]
-        training = [cell for cell in satellites if cell.role == Role.TRAIN]
-        if serving and outstanding <= rollout_capacity - serving[-1].capacity:
-            return [SwitchCell(serving[-1].id, Role.TRAIN)]
-        if training and outstanding > rollout_capacity:
-            return [SwitchCell(training[-1].id, Role.ROLLOUT)]
-        return []
+    def _useful_joiners(self, state: SchedulerState, trainers: int) -> int | None:
+        """Most satellites that can still join the step and each compute at least their own join time:
+        with ``m`` cells training and ``k`` joining after ``d`` seconds, ``(L - m d) / (m + k) >= d``
+        (None when the observer has not measured ``L`` or ``d`` yet)."""
+        if state.train_left_s is None or not state.join_s:
+            return None
+        return max(0, int(state.train_left_s / state.join_s) - 2 * max(1, trainers))
+
+    def _joined_in(self, cell: CellView, phase: int) -> bool:
+        """Whether ``cell`` was moved to training during ``phase`` (it then stays until the phase ends)."""
+        return self._moved.get(cell.id) == (phase, Role.TRAIN)
+
+    def _move(self, cells: list[CellView], to: Role, state: SchedulerState) -> list[Action]:
+        phase = self.phase(state)
+        for cell in cells:
+            self._moved[cell.id] = (phase, to)
+        return [SwitchCell(cell.id, to) for cell in cells]
+
+    def _returning(self, state: SchedulerState, missing: int, core_too: bool, fast: bool) -> list[CellView]:
+        """Cells in training that go back to serve ``missing`` more executions (at full speed if ``fast``,
+        else at full capacity): satellites last-first, then the core."""
+        phase, chosen = self.phase(state), []
+        satellites = [cell for cell in reversed(state.cells) if not cell.is_core]
+        for cell in [*satellites, state.core] if core_too else satellites:
+            if missing <= 0:
+                break
+            if cell.role == Role.TRAIN and not self._joined_in(cell, phase):
+                chosen.append(cell)
+                missing -= cell.fast if fast else cell.capacity
+        return chosen
+
+    def _joining(self, state: SchedulerState, spare: int) -> list[CellView]:
+        """Satellites whose whole capacity the outstanding work does not need (last-first)."""
+        chosen: list[CellView] = []
+        for cell in reversed(state.cells):
+            if cell.is_core or cell.role != Role.ROLLOUT:
+                continue
+            if cell.capacity > spare:
+                break
+            chosen.append(cell)
+            spare -= cell.capacity
+        return chosen
 
 
 POLICIES: dict[str, type[Policy]] = {cls.name: cls for cls in (ColocatePolicy, AsyncPolicy, ElasticPolicy)}

@@ -6,8 +6,17 @@ world, call ``policy.decide(state)``, and apply the returned actions. All policy
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import Enum
+
+VersionCounts = tuple[tuple[int, int], ...]  # (policy version, executions) pairs, ascending by version
+
+
+def version_counts(versions: Iterable[int]) -> VersionCounts:
+    """Per-execution versions as ``VersionCounts``: ``[3, 0, 3]`` -> ``((0, 1), (3, 2))``."""
+    return tuple(sorted(Counter(versions).items()))
 
 
 class Role(str, Enum):
@@ -25,26 +34,47 @@ class CellView:
     is_core: bool = False
     capacity: int = 1  # concurrent executions this cell can serve while it rolls out
     switching_to: Role | None = None
+    fast_capacity: int | None = None  # executions it serves at close to its single-session speed (None: capacity)
+
+    @property
+    def fast(self) -> int:
+        return self.capacity if self.fast_capacity is None else min(self.capacity, self.fast_capacity)
 
 
 @dataclass(frozen=True)
 class SchedulerState:
     """One observation of the run.
 
-    ``running`` are dispatched executions not yet finished (the outstanding work w = dispatched - finished).
-    ``ready`` are finished, scored executions not yet consumed by a training step, with the policy version
-    each was generated under in ``ready_versions`` (oldest version of its calls).
+    ``running`` are dispatched executions not yet finished (members of groups not complete yet), counted by
+    the policy version each was dispatched under in ``running_versions`` (a lower bound of its calls'
+    versions). ``ready`` are finished, scored executions not yet consumed by a training step, counted by
+    the policy version each was generated under (oldest version of its calls) in ``ready_versions``.
+    Versions are counts, not one entry per execution, so that observing a cluster of tens of thousands of
+    executions stays cheap; executions left out of a count are taken to be at ``policy_version``.
     """
 
     cells: tuple[CellView, ...]
     policy_version: int
     running: int
     ready: int
-    ready_versions: tuple[int, ...] = ()
+    ready_versions: VersionCounts = ()
+    running_versions: VersionCounts = ()
     training: bool = False  # a training step is in progress
     steps_done: int = 0
     total_steps: int = 1
     executions_left: int | None = None  # tasks still available to dispatch (None: unbounded)
+    # Measured by the observer (the policy has no clock); None until known:
+    train_left_s: float | None = None  # training compute the running step still needs, or the next step when a
+    # batch is ready and none runs, in seconds of one training cell
+    join_s: float | None = None  # seconds from a rollout cell's switch to its first micro-batch (switch + weight pull)
+
+    def ready_below(self, version: int) -> int:
+        """Ready executions generated under a policy version older than ``version``."""
+        return sum(count for v, count in self.ready_versions if v < version)
+
+    def running_below(self, version: int) -> int:
+        """Running executions dispatched under a policy version older than ``version``."""
+        return sum(count for v, count in self.running_versions if v < version)
 
     def cells_in(self, role: Role) -> list[CellView]:
         return [cell for cell in self.cells if cell.role == role]
@@ -80,29 +110,38 @@ class SwitchCell:
 
 @dataclass(frozen=True)
 class StartTrainStep:
-    """Consume ``count`` ready executions (oldest first) into one training step."""
+    """Drop the ``drop_stale`` oldest ready executions, then consume the next ``count`` into one training
+    step. Oldest means lowest policy version, then earliest finished; both appliers order them so."""
 
     count: int
-    drop_stale: int = 0  # ready executions too stale to train on, dropped first (stale_policy=drop)
+    drop_stale: int = 0  # ready executions too stale to train on (stale_policy=drop)
 
 
-Action = Dispatch | SwitchCell | StartTrainStep
+@dataclass(frozen=True)
+class AbortStale:
+    """Stop every running execution dispatched under a policy version below ``before_version``: no step can
+    train it any more (stale_policy=drop), so its calls are released and its slot freed at once."""
+
+    before_version: int
+
+
+Action = Dispatch | SwitchCell | StartTrainStep | AbortStale
 
 
 @dataclass
 class SchedulerConfig:
     name: str = "elastic"
     batch_size: int = 8  # executions per training step
-    max_staleness: int = 1  # policy versions an execution may lag behind the trainer
-    stale_policy: str = "drop"  # drop | keep (keep: trained with importance-sampling correction)
+    max_staleness: int = 1  # batches of look-ahead dispatched beyond the one being generated; with drop, also
+    # the most policy versions a trained execution may lag behind the trainer
+    stale_policy: str = "keep"  # keep: train every execution, IS-corrected in the loss | drop: discard staler ones
     rollout_cells: int = 2  # async only: fixed number of rollout cells
-    satellites_return: bool = True  # elastic: satellites go back to rollout when the step ends
     extra: dict = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.batch_size < 1:
             raise ValueError(f"scheduler.batch_size must be >= 1, got {self.batch_size}")
         if self.max_staleness < 0:
-            raise ValueError(f"trainer.max_staleness must be >= 0, got {self.max_staleness}")
+            raise ValueError(f"scheduler.max_staleness must be >= 0, got {self.max_staleness}")
         if self.stale_policy not in ("drop", "keep"):
-            raise ValueError(f"trainer.stale_policy must be 'drop' or 'keep', got {self.stale_policy!r}")
+            raise ValueError(f"scheduler.stale_policy must be 'drop' or 'keep', got {self.stale_policy!r}")

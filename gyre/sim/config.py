@@ -59,6 +59,8 @@ class WorkloadCfg:
     trace: str | None = MISSING
     calls_mean: float = MISSING
     calls_sigma: float = MISSING
+    long_share: float = MISSING
+    long_calls_factor: float = MISSING
     max_calls: int = MISSING
     prompt_tokens_mean: float = MISSING
     prompt_tokens_sigma: float = MISSING
@@ -121,7 +123,6 @@ class SchedulerSection:
     max_staleness: int = MISSING
     stale_policy: str = MISSING
     rollout_cells: int | None = MISSING
-    satellites_return: bool = MISSING
 
 
 @dataclass
@@ -193,6 +194,9 @@ def check(root: RootCfg) -> None:
     _require(work.decode_tokens_mean > 0 or work.tool_s_mean > 0, "sim.workload",
              "executions need decode tokens or tool time (both means are 0)")
     _require(work.max_calls >= 1, "sim.workload.max_calls", "must be >= 1")
+    _require(0 <= work.long_share <= 1, "sim.workload.long_share", f"must be in [0, 1], got {work.long_share}")
+    _require(work.long_calls_factor >= 1, "sim.workload.long_calls_factor",
+             f"must be >= 1, got {work.long_calls_factor}")
     _require(work.timeout_s is None or work.timeout_s > 0, "sim.workload.timeout_s", "must be > 0 or null")
     _require(sim.train.flops_per_param_token > 0, "sim.train.flops_per_param_token", "must be > 0")
     achieved = sim.train.achieved_tflops_per_gpu

@@ -18,10 +18,12 @@ import heapq
 import itertools
 import math
 import time
+from collections import Counter
 
 import numpy as np
 
 from gyre.scheduler import (
+    AbortStale,
     Action,
     CellView,
     Dispatch,
@@ -31,6 +33,7 @@ from gyre.scheduler import (
     SchedulerState,
     StartTrainStep,
     SwitchCell,
+    VersionCounts,
     make_policy,
 )
 from gyre.sim.ledger import Counts, Ledger
@@ -65,7 +68,9 @@ class Simulator:
         self.index = {name: i for i, name in enumerate(self.ids)}
         self.roles: list[Role] = [Role.ROLLOUT] * sim.cells
         self.switching_to: list[Role | None] = [None] * sim.cells
-        self.views = [CellView(name, Role.ROLLOUT, is_core=i == 0, capacity=self.cap) for i, name in enumerate(self.ids)]
+        self.fast = world.rates.fast_capacity
+        self.views = [CellView(name, Role.ROLLOUT, is_core=i == 0, capacity=self.cap, fast_capacity=self.fast)
+                      for i, name in enumerate(self.ids)]
         self.view_tuple: tuple[CellView, ...] = tuple(self.views)
         self.role_count = {role: 0 for role in Role}
         self.role_count[Role.ROLLOUT] = sim.cells
@@ -87,6 +92,10 @@ class Simulator:
         self.group_size = sim.group_size
         self.group_left: list[int] = []
         self.grouped_done = 0  # executions of complete groups
+        self.open_groups: dict[int, int] = {}  # group -> version it was dispatched under, until complete or aborted
+        self.aborted_ids: list[int] = []
+        self.version_counts = {"running": Counter(), "ready": Counter()}  # executions per policy version
+        self._versions: dict[str, VersionCounts] | None = None  # the counts as the state shows them (cached)
         self.ready: list[int] = []
         self.ready_versions: list[int] = []
         self.staleness: list[int] = []
@@ -102,6 +111,7 @@ class Simulator:
         self.step_log: list[dict] = []  # per step: start, end, executions trained, tokens
         self.switch_log: list[tuple[float, str]] = []  # (time, "rollout_to_train" | "train_to_rollout")
         self.decide_interval = self.root.sim.decide_interval_s
+        self.join_s = sim.switch.rollout_to_train_s + sim.train.weight_sync_s
         self.next_decide = 0.0
         self.tick_pending = False
 
@@ -210,7 +220,9 @@ class Simulator:
         self.group_left[group] -= 1
         if self.group_left[group] == 0:
             members = range(group * self.group_size, (group + 1) * self.group_size)
-            version = int(t.version[members.start])  # one dispatch: one version for the whole group
+            version = self.open_groups.pop(group)  # one dispatch: one version for the whole group
+            self._count("running", version, -len(members))
+            self._count("ready", version, len(members))
             self.ready.extend(members)
             self.ready_versions.extend([version] * len(members))
             self.grouped_done += len(members)
@@ -270,10 +282,27 @@ class Simulator:
         left = None
         if self.root.sim.executions is not None:
             left = self.root.sim.executions - self.dispatched
+        if self._versions is None:
+            self._versions = {k: tuple(sorted((v, n) for v, n in c.items() if n)) for k, c in self.version_counts.items()}
         return SchedulerState(
-            cells=self.view_tuple, policy_version=self.version, running=self.dispatched - self.grouped_done,
-            ready=len(self.ready), ready_versions=tuple(self.ready_versions), training=self.step is not None,
-            steps_done=self.steps_done, total_steps=self.root.sim.steps, executions_left=left)
+            cells=self.view_tuple, policy_version=self.version,
+            running=self.dispatched - self.grouped_done - len(self.aborted_ids), ready=len(self.ready),
+            ready_versions=self._versions["ready"], running_versions=self._versions["running"],
+            training=self.step is not None, steps_done=self.steps_done, total_steps=self.root.sim.steps,
+            executions_left=left, train_left_s=self._train_left_s(), join_s=self.join_s)
+
+    def _train_left_s(self) -> float | None:
+        """Compute the running step still needs (one cell's seconds); with none running, the next step's
+        estimate from the steps so far (what a driver can measure), None before the first."""
+        step, cell_flops = self.step, self.train.cell_flops
+        if step is not None:
+            if step.phase != COMPUTE:
+                return 0.0
+            done = (self.now - step.last) * len(step.contributors) * cell_flops
+            return max(0.0, step.remaining - done) / cell_flops
+        if not self.trained_ids:
+            return None
+        return self.train_flops / len(self.trained_ids) * self.sched.batch_size / cell_flops
 
     def _maybe_decide(self) -> None:
         """Consult the policy now, or at the next decision tick when ``sim.decide_interval_s`` > 0.
@@ -315,6 +344,8 @@ class Simulator:
             return self._switch(action)
         if isinstance(action, StartTrainStep):
             return self._start_step(action)
+        if isinstance(action, AbortStale):
+            return self._abort(action.before_version)
         raise SimulationError(f"policy {self.policy.name} returned an unknown action {action!r}")
 
     def _dispatch(self, count: int) -> bool:
@@ -329,11 +360,39 @@ class Simulator:
         batch = self.world.stream.take(self.dispatched, count)
         fixed = self.rates.fixed_seconds(batch.prefill, batch.tool_s)
         ids = self.table.add(batch, fixed, self.version, self.now, self.root.sim.workload.timeout_s)
+        first_group = len(self.group_left)
         self.dispatched += count
         self.group_left += [self.group_size] * groups
+        for group in range(first_group, first_group + groups):
+            self.open_groups[group] = self.version
+        self._count("running", self.version, count)
         for cell in self.pool.place(ids, self.now):
             self._reschedule_cell(cell)
         return True
+
+    def _abort(self, before_version: int) -> bool:
+        """Stop the groups dispatched under a version below ``before_version``: their live sessions leave the
+        cells at once and their finished members are discarded (as the driver cancels a group)."""
+        doomed = [group for group, version in self.open_groups.items() if version < before_version]
+        if not doomed:
+            return False
+        g, t = self.group_size, self.table
+        ids: list[int] = []
+        for group in doomed:
+            self._count("running", self.open_groups.pop(group), -g)
+            ids.extend(range(group * g, (group + 1) * g))
+        live = [ident for ident in ids if t.cell[ident] != DONE]
+        for cell in self.pool.remove(live, self.now):
+            self._reschedule_cell(cell)
+        t.cell[live] = DONE
+        t.progress[live] = t.fraction_done(np.asarray(live, dtype=np.int64)) if live else 0.0
+        t.finish_t[live] = self.now
+        self.aborted_ids += ids
+        return True
+
+    def _count(self, kind: str, version: int, delta: int) -> None:
+        self.version_counts[kind][version] += delta
+        self._versions = None
 
     def _set_role(self, cell: int, role: Role, switching_to: Role | None = None) -> None:
         self.role_count[self.roles[cell]] -= 1
@@ -341,7 +400,7 @@ class Simulator:
         self.roles[cell] = role
         self.switching_to[cell] = switching_to
         self.views[cell] = CellView(self.ids[cell], role, is_core=cell == 0, capacity=self.cap,
-                                    switching_to=switching_to)
+                                    switching_to=switching_to, fast_capacity=self.fast)
         self.view_tuple = tuple(self.views)
         self.ledger.role(self.now, cell, role.value)
 
@@ -393,6 +452,8 @@ class Simulator:
         used_ids = [self.ready[k] for k in used]
         self.trained_ids += used_ids
         self.staleness += [self.version - self.ready_versions[k] for k in used]
+        for k in order[:drop + count]:
+            self._count("ready", self.ready_versions[k], -1)
         self.ready, self.ready_versions = [self.ready[k] for k in kept], [self.ready_versions[k] for k in kept]
         idx = np.asarray(used_ids, dtype=np.int64)
         tokens = float((self.table.tree_tokens[idx] * self.table.progress[idx]).sum())
@@ -422,6 +483,28 @@ class Simulator:
                 f"live {self.pool.live}, ready {len(self.ready)}, dispatched {self.dispatched}, roles {roles}, "
                 f"sim.executions={self.root.sim.executions})")
 
+    def _work(self, wall: float) -> dict[str, float]:
+        """Equal-work figures of the run (see ``gyre.sim.result``)."""
+        t, world = self.table, self.world
+        n = t.size
+        trained = np.asarray(self.trained_ids, dtype=np.int64)
+        decode, fixed, tokens = t.decode0[:n], t.fixed0[:n], t.tree_tokens[:n]
+        rollout, train = world.rollout_work(decode, fixed), world.train_work(tokens)
+        done = t.progress[trained]
+        trained_rollout = float((rollout[trained] * done).sum())
+        trained_work = trained_rollout + float((train[trained] * done).sum())
+        nominal = world.kept_fraction(decode, fixed) * (rollout + train)
+        # Executions that could have finished before the run ended, had they run alone at full speed from
+        # their dispatch: what any schedule could have trained (one still running when a short run ends
+        # says nothing about the policy).
+        could = t.dispatch_t[:n] + world.fastest_seconds(decode, fixed) <= wall
+        mean_trained = nominal[trained].mean() if len(trained) else float("nan")
+        return {"trained_work_cell_s": trained_work, "trained_rollout_work_cell_s": trained_rollout,
+                "trained_policy_tokens": float((t.policy_tokens[trained] * done).sum()),
+                "length_bias": float(mean_trained / nominal[could].mean()) if could.any() else float("nan"),
+                "length_bias_all": float(mean_trained / nominal.mean()) if n else float("nan"),
+                "ideal_time_s": trained_work / self.root.sim.cells}
+
     def _result(self, wall: float, at_wall: dict[str, float], cell_s: np.ndarray, live_at_end: int,
                 ready_at_end: int, host_s: float) -> SimResult:
         t = self.table
@@ -435,12 +518,12 @@ class Simulator:
             capacity_per_cell=self.cap, steps=sim.steps, batch_size=self.sched.batch_size,
             max_staleness=self.sched.max_staleness, max_paths=self.root.trajectory.max_paths,
             rollout_cells=self.sched.rollout_cells if self.policy.name == "async" else None,
-            wall_time_s=wall, ideal_time_s=self.world.ideal.time_s, cell_s=at_wall,
+            wall_time_s=wall, sample_ideal_time_s=self.world.ideal.time_s, **self._work(wall), cell_s=at_wall,
             staleness_mean=float(np.mean(self.staleness)) if self.staleness else 0.0,
             staleness_max=int(max(self.staleness, default=0)), switches=self.switches,
             dispatched=self.dispatched, finished=self.finished, trained=len(self.trained_ids),
-            dropped=len(self.dropped_ids), timed_out=int(t.timed_out[:n].sum()), live_at_end=live_at_end,
-            ready_at_end=ready_at_end, wasted_rollout_cell_s=float(cell_s[mask].sum()),
+            dropped=len(self.dropped_ids), aborted=len(self.aborted_ids), timed_out=int(t.timed_out[:n].sum()),
+            live_at_end=live_at_end, ready_at_end=ready_at_end, wasted_rollout_cell_s=float(cell_s[mask].sum()),
             trained_rollout_cell_s=float(cell_s[trained].sum()),
             dropped_rollout_cell_s=float(cell_s[np.asarray(self.dropped_ids, dtype=np.int64)].sum()), train_flops=self.train_flops,
             migrations=self.pool.migrations, migration_s=self.pool.migration_s, step_end_s=self.step_end,

@@ -22,6 +22,8 @@ import numpy as np
 
 from gyre.sim.config import ConfigError, SimCfg
 
+FAST_SPEED = 0.9
+
 
 class RolloutRates:
     """Per-session decode speed and cell utilisation as a function of sessions resident on a cell."""
@@ -60,6 +62,9 @@ class RolloutRates:
         n = np.arange(self.capacity + 1, dtype=float)
         self.speed = self._solve(np.maximum(n, 1) / self.engines)  # tokens/s per decoding session
         self.utilisation = self._utilisation()
+        # Sessions a cell holds while each still decodes at FAST_SPEED of its single-session speed: beyond
+        # that, packing sessions onto fewer cells makes every one of them slower (what the scheduler sees).
+        self.fast_capacity = int(np.flatnonzero(self.speed[1:] >= FAST_SPEED * self.speed[1]).max()) + 1
 
     def step_time(self, batch: np.ndarray) -> np.ndarray:
         """Seconds per decode iteration of one engine decoding ``batch`` sequences (may be fractional)."""

@@ -17,29 +17,32 @@ ROLE_CODE = {role: code for code, role in enumerate(ROLE_COLORS)}
 
 
 def ratios(results: list[SimResult]) -> dict[str, float]:
-    """Elastic's speedup over each other policy (their wall time / elastic's), when elastic ran."""
+    """Elastic's speedup over each other policy on equal work (its trained work per hour / theirs), when
+    elastic ran."""
     by_name = {r.policy: r for r in results}
     if "elastic" not in by_name:
         return {}
-    elastic = by_name["elastic"].wall_time_s
-    return {f"elastic_vs_{name}": r.wall_time_s / elastic for name, r in by_name.items() if name != "elastic"}
+    elastic = by_name["elastic"].work_rate
+    return {f"elastic_vs_{name}": elastic / r.work_rate for name, r in by_name.items() if name != "elastic"}
 
 
 def table(results: list[SimResult], title: str = "") -> Table:
     first = results[0]
     caption = (f"{first.cells} cells x {first.gpus_per_cell} GPUs, {first.capacity_per_cell} sessions/cell, "
                f"{first.steps} steps of {first.batch_size}, max_staleness={first.max_staleness}, "
-               f"max_paths={first.max_paths}; ideal = total work / all GPUs")
+               f"max_paths={first.max_paths}; ideal = the policy's trained work / all cells; "
+               "length bias = mean work of trained / of dispatched executions")
     out = Table(title=title or first.preset, caption=caption)
-    for header in ("policy", "wall h", "step s", "ideal h", "x ideal", "GPU idle", "rollout idle", "train idle",
-                   "switching", "stale mean", "stale max", "switches", "dropped"):
+    for header in ("policy", "wall h", "step s", "ideal h", "of ideal", "length bias", "GPU idle", "rollout idle",
+                   "train idle", "switching", "stale mean", "stale max", "switches", "dropped", "aborted"):
         out.add_column(header, justify="left" if header == "policy" else "right")
     for r in results:
         name = r.policy + (f" ({r.rollout_cells} roll)" if r.rollout_cells is not None else "")
         out.add_row(name, f"{r.wall_time_s / 3600:.2f}", f"{r.wall_time_s / r.steps:.0f}",
-                    f"{r.ideal_time_s / 3600:.2f}", f"{r.vs_ideal:.2f}", f"{r.gpu_idle:.1%}", f"{r.rollout_idle:.1%}",
-                    f"{r.train_idle:.1%}", f"{r.fraction('switching'):.1%}", f"{r.staleness_mean:.2f}",
-                    str(r.staleness_max), str(r.switches), f"{r.dropped}/{r.dispatched}")
+                    f"{r.ideal_time_s / 3600:.2f}", f"{r.vs_ideal:.2f}", f"{r.length_bias:.2f}", f"{r.gpu_idle:.1%}",
+                    f"{r.rollout_idle:.1%}", f"{r.train_idle:.1%}", f"{r.fraction('switching'):.1%}",
+                    f"{r.staleness_mean:.2f}", str(r.staleness_max), str(r.switches), f"{r.dropped}/{r.dispatched}",
+                    str(r.aborted))
     return out
 
 
@@ -50,7 +53,7 @@ def print_results(results: list[SimResult], console: Console | None = None) -> N
             console = Console(width=170)  # piped or captured: do not squeeze the table to 80 columns
     console.print(table(results))
     for key, value in ratios(results).items():
-        console.print(f"{key}: {value:.3f}x")
+        console.print(f"{key}: {value:.3f}x (trained work per hour)")
 
 
 def document(results: list[SimResult], config: dict[str, Any] | None = None) -> dict[str, Any]:

@@ -1,4 +1,13 @@
-"""What one simulated run of one policy produced: the headline numbers plus the full accounting."""
+"""What one simulated run of one policy produced: the headline numbers plus the full accounting.
+
+Policies are compared on equal work: ``work_rate`` is the work of the executions a policy trained (cell-seconds
+of rollout and training at best efficiency, ``gyre.sim.world``) per second of wall time, so a policy that
+trains only the executions that finish first does not look faster for it. ``length_bias`` says how far its
+trained executions differ from what it dispatched (mean nominal work, trained / dispatched; 1 = unbiased; the
+dispatched ones counted are those that could have finished before the run ended, ``length_bias_all`` counts
+every one),
+and ``ideal_time_s`` is its own trained work spread over every cell, a bound no schedule can beat.
+"""
 
 from __future__ import annotations
 
@@ -21,7 +30,14 @@ class SimResult:
     max_paths: int | None
     rollout_cells: int | None  # async's fixed split
     wall_time_s: float  # end of the last training step
-    ideal_time_s: float
+    ideal_time_s: float  # the trained work over all cells: no schedule trains it faster
+    sample_ideal_time_s: float  # the same for an unbiased sample (the stream's first steps x batch executions)
+    trained_work_cell_s: float  # rollout + training work of the trained executions (as far as each ran)
+    trained_rollout_work_cell_s: float  # its rollout part
+    trained_policy_tokens: float  # policy-generated tokens the steps trained on (uncapped)
+    length_bias: float  # mean nominal work of trained executions / of the dispatched ones that could have
+    # finished before the run ended (dispatch time + their duration alone on a cell <= wall time)
+    length_bias_all: float  # the same over every dispatched execution (a short run's end cuts long ones)
     cell_s: dict[str, float]  # cell-seconds per ledger category up to wall_time_s
     staleness_mean: float
     staleness_max: int
@@ -30,6 +46,7 @@ class SimResult:
     finished: int
     trained: int
     dropped: int
+    aborted: int  # executions stopped while running (or waiting for their group) because no step could take them
     timed_out: int
     live_at_end: int  # dispatched but unfinished when the last step ended
     ready_at_end: int  # finished but never trained
@@ -56,7 +73,13 @@ class SimResult:
 
     @property
     def vs_ideal(self) -> float:
-        return self.wall_time_s / self.ideal_time_s
+        """Speed relative to the ideal bound of the same trained work (<= 1)."""
+        return self.ideal_time_s / self.wall_time_s
+
+    @property
+    def work_rate(self) -> float:
+        """Trained work per second of wall time (cell-seconds per second; the cluster's cells at best)."""
+        return self.trained_work_cell_s / self.wall_time_s
 
     @property
     def steady_step_s(self) -> float:
@@ -91,10 +114,11 @@ class SimResult:
         return {
             "policy": self.policy, "wall_time_s": self.wall_time_s, "wall_time_h": self.wall_time_s / 3600,
             "mean_step_s": self.wall_time_s / self.steps, "steady_step_s": self.steady_step_s, "ideal_time_s": self.ideal_time_s,
-            "vs_ideal": self.vs_ideal, "gpu_idle": self.gpu_idle, "rollout_idle": self.rollout_idle,
+            "vs_ideal": self.vs_ideal, "work_rate": self.work_rate, "length_bias": self.length_bias,
+            "length_bias_all": self.length_bias_all, "gpu_idle": self.gpu_idle, "rollout_idle": self.rollout_idle,
             "train_idle": self.train_idle, "switching": self.fraction("switching"),
             "staleness_mean": self.staleness_mean, "staleness_max": self.staleness_max, "switches": self.switches,
-            "dropped": self.dropped, "trained": self.trained,
+            "dropped": self.dropped, "aborted": self.aborted, "trained": self.trained,
         }
 
     def breakdown(self) -> dict[str, float]:

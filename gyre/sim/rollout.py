@@ -204,6 +204,18 @@ class RolloutPool:
         self._charge_migration(moved)
         return moved
 
+    def remove(self, ids: list[int], now: float) -> set[int]:
+        """Take these live sessions off their cells (aborted); returns the cells that lost one."""
+        gone = set(ids)
+        cells = {int(self.table.cell[ident]) for ident in ids} - {ORPHAN, DONE}
+        for cell in cells:
+            self.advance(cell, now)  # at the old load, before it changes
+            self.residents[cell] = [ident for ident in self.residents[cell] if ident not in gone]
+            self.n[cell] = len(self.residents[cell])
+        if self.orphans:
+            self.orphans = [ident for ident in self.orphans if ident not in gone]
+        return cells
+
     def _charge_migration(self, ids: list[int]) -> None:
         if not ids:
             return

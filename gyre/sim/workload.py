@@ -6,7 +6,8 @@ an execution it interleaves model work and tool time uniformly (see ``rollout.py
 are reduced to sums as soon as they are drawn. That keeps 10,000 executions of hundreds of calls cheap.
 
 Executions come from log-normal draws (``sim.workload.*_mean`` / ``*_sigma``, parametrised by the mean so
-that widening the tail keeps the expected work fixed) or from a trace (jsonl, one execution per line:
+that widening the tail keeps the expected work fixed; ``long_share`` of them ``long_calls_factor`` times
+longer for bimodal lengths) or from a trace (jsonl, one execution per line:
 ``{"calls": [{"prefill": int, "decode": int, "tool_s": float}, ...]}``), sampled with replacement.
 The stream is drawn in fixed-size chunks seeded by ``(seed, chunk)``: every policy sees the same executions
 in the same order, however many it ends up dispatching.
@@ -64,7 +65,10 @@ def lognormal(rng: np.random.Generator, mean: float, sigma: float, size: int) ->
 
 def draw_lognormal(cfg: WorkloadCfg, rng: np.random.Generator, size: int) -> Executions:
     """``size`` executions from the log-normal workload model (per-call draws summed per execution)."""
-    calls = np.clip(np.rint(lognormal(rng, cfg.calls_mean, cfg.calls_sigma, size)), 1, cfg.max_calls).astype(np.int64)
+    calls = lognormal(rng, cfg.calls_mean, cfg.calls_sigma, size)
+    if cfg.long_share > 0:  # bimodal lengths: a share of executions makes long_calls_factor times more calls
+        calls = np.where(rng.random(size) < cfg.long_share, calls * cfg.long_calls_factor, calls)
+    calls = np.clip(np.rint(calls), 1, cfg.max_calls).astype(np.int64)
     total = int(calls.sum())
     starts = np.concatenate(([0], np.cumsum(calls)[:-1]))
 

@@ -1,4 +1,12 @@
-"""What every policy's run shares: the workload stream, the rate models, and the ideal bound."""
+"""What every policy's run shares: the workload stream, the rate models, and what an execution's work costs.
+
+Work. An execution's work is the cell-seconds it needs at the cluster's best efficiency: its decode tokens at
+a rollout cell's peak token throughput plus its fixed time (tools, prefill) on one of the cell's session
+slots, plus its training FLOPs at a training cell's rate. No schedule can do an execution's work in fewer
+cell-seconds (a session on a cell holding ``n`` sessions progresses at most ``1 / n`` of the cell's peak
+per second, and the cell's slots are its capacity), so the work of what a policy trained, spread over all
+cells, is a lower bound on that policy's wall time: the ideal it is compared with.
+"""
 
 from __future__ import annotations
 
@@ -33,6 +41,35 @@ class World:
         self.means = self.stream.means()
         self.rates = RolloutRates(root.sim, self.means)
         self.train = TrainRates(root.sim, root.trajectory.max_paths)
+
+    @functools.cached_property
+    def peak_tokens_s(self) -> float:
+        """A rollout cell's highest decode throughput over its resident counts (tokens/s)."""
+        n = np.arange(len(self.rates.speed))
+        return float((n * self.rates.speed).max())
+
+    def rollout_work(self, decode: np.ndarray, fixed_s: np.ndarray) -> np.ndarray:
+        """Cell-seconds of rollout an execution needs at best (see the module docstring)."""
+        return decode / self.peak_tokens_s + fixed_s / self.rates.capacity
+
+    def train_work(self, tree_tokens: np.ndarray) -> np.ndarray:
+        """Cell-seconds of training an execution's (uncapped) tree tokens need."""
+        return tree_tokens * self.train.flops_per_token / self.train.cell_flops
+
+    def fastest_seconds(self, decode: np.ndarray, fixed_s: np.ndarray) -> np.ndarray:
+        """Wall seconds an execution takes alone on a cell (its fastest), cut at ``sim.workload.timeout_s``."""
+        seconds = decode / float(self.rates.speed[1:].max()) + fixed_s
+        timeout = self.root.sim.workload.timeout_s
+        return seconds if timeout is None else np.minimum(seconds, timeout)
+
+    def kept_fraction(self, decode: np.ndarray, fixed_s: np.ndarray) -> np.ndarray:
+        """Share of an execution that runs before ``sim.workload.timeout_s`` at full-capacity speed (1 without
+        a timeout): what its nominal work counts, for every policy alike."""
+        timeout = self.root.sim.workload.timeout_s
+        if timeout is None:
+            return np.ones_like(decode, dtype=float)
+        seconds = decode / self.rates.speed[self.rates.capacity] + fixed_s
+        return np.minimum(1.0, timeout / np.maximum(seconds, 1e-300))
 
     def execution_costs(self, start: int, count: int) -> tuple[np.ndarray, np.ndarray]:
         """(rollout cell-seconds at full capacity, trained tree tokens) of executions ``start..``.

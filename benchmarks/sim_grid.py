@@ -1,0 +1,195 @@
+"""Elastic against colocate and async at its best split, on equal work, over a grid of simulated scenarios.
+
+    python benchmarks/sim_grid.py --out grid.json             # the whole grid (~10 minutes on one CPU core)
+    python benchmarks/sim_grid.py --only base cells_128 --out some.json
+
+Every scenario changes one thing of a base run (a DeepSWE-shaped 122B MoE run, conf/sim/deepswe_122b.yaml:
+32 cells of 8 GPUs, 1024 executions per step, max_staleness 1, the default stale_policy, the paper's switch
+times): lengths (heavy-tailed, bimodal: on 8 cells for 80 steps, as a run must outlast its longest
+executions), tool-dominated executions, training cost from 0.05x to 3x a
+rollout, 2 to 1024 cells (the batch growing with the cluster, and the batch fixed while the cluster grows),
+staleness 0 to 4, switch costs 0 to 60 s, GRPO groups, stale_policy=drop; plus the paper-shaped presets.
+In each, colocate, async at every split ``gyre.sim.compare`` sweeps (its best kept) and elastic run on the
+same workload stream (``gyre/sim/compare.py``).
+
+Speedups are on equal work: trained work per hour (rollout and training cell-seconds of the executions each
+policy trained), elastic's over the baseline's. ``vs_ideal`` is elastic's trained work per hour over the
+cluster's (the ideal bound of the work it trained: <= 1). ``length_bias`` is the mean work of elastic's
+trained executions over that of all it dispatched. ``--out FILE`` writes a flat JSON object with, for each
+scenario S, ``S.vs_colocate``, ``S.vs_async_best``, ``S.vs_ideal``, ``S.length_bias`` and a few more
+(per-step speedups, async's best split, every policy's ``vs_ideal``), plus ``targets.*`` (the checks below).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from gyre.sim.compare import compare
+from gyre.sim.config import RootCfg, load_config
+from gyre.sim.world import World
+
+BASE = ("deepswe_122b", ["sim.cells=32", "scheduler.batch_size=1024", "sim.steps=10"])
+PAPER_SWITCH = (8.52, 3.46)
+LONG_RUN = ["sim.cells=8", "scheduler.batch_size=256", "sim.steps=80"]
+
+
+@dataclass
+class Scenario:
+    name: str
+    overrides: list[str] = field(default_factory=list)
+    preset: str = BASE[0]
+    train_ratio: float | None = None  # training cost per execution as a multiple of its rollout cost
+    on_base: bool = True  # apply the base overrides first
+
+    def config(self) -> RootCfg:
+        overrides = (BASE[1] if self.on_base else []) + self.overrides
+        root = load_config(self.preset, overrides)
+        if self.train_ratio is not None:
+            root = with_train_ratio(root, overrides, self.preset, self.train_ratio)
+        return root
+
+
+def with_train_ratio(root: RootCfg, overrides: list[str], preset: str, ratio: float) -> RootCfg:
+    """The config whose training FLOP rate makes a step's training work ``ratio`` x its rollout work."""
+    ideal = World(root).ideal
+    now = ideal.train_cell_s / ideal.rollout_cell_s
+    per_gpu = World(root).train.cell_flops / root.sim.gpus_per_cell / 1e12
+    return load_config(preset, [*overrides, f"sim.train.achieved_tflops_per_gpu={per_gpu * now / ratio}"])
+
+
+def weak(cells: int, steps: int) -> Scenario:
+    """The cluster and the batch grow together: 32 executions per cell, half a cell's sessions."""
+    return Scenario(f"cells_{cells}", [f"sim.cells={cells}", f"scheduler.batch_size={32 * cells}", f"sim.steps={steps}",
+                                       *(["sim.decide_interval_s=1"] if cells >= 128 else [])])
+
+
+def strong(cells: int, steps: int) -> Scenario:
+    """The batch stays at 1024 while the cluster grows: a step can only get shorter."""
+    return Scenario(f"fixed_batch_{cells}", [f"sim.cells={cells}", f"sim.steps={steps}", "sim.decide_interval_s=1"])
+
+
+SCENARIOS = [
+    Scenario("base"),
+    # Long tails need long runs: a run shorter than its longest executions trains only the ones that ended,
+    # whatever the policy. These run on 8 cells (the base per cell) for many more steps.
+    Scenario("heavy_tail", [*LONG_RUN, "sim.workload.calls_sigma=1.2", "sim.workload.tool_s_sigma=1.6",
+                            "sim.workload.decode_tokens_sigma=1.0", "sim.workload.max_calls=400"]),
+    Scenario("bimodal", [*LONG_RUN, "sim.workload.calls_sigma=0.3", "sim.workload.long_share=0.1",
+                         "sim.workload.long_calls_factor=40", "sim.workload.max_calls=4000",
+                         "sim.workload.timeout_s=null"]),
+    Scenario("tool_dominated", ["sim.workload.tool_s_mean=60", "sim.workload.decode_tokens_mean=100",
+                                "sim.workload.calls_mean=20"]),
+    Scenario("train_0.05x", train_ratio=0.05),
+    Scenario("train_1x", train_ratio=1.0),
+    Scenario("train_3x", train_ratio=3.0),
+    weak(2, 10), weak(8, 10), weak(128, 8), weak(512, 4), weak(1024, 3),
+    strong(128, 10), strong(512, 10), strong(1024, 10),
+    Scenario("staleness_0", ["scheduler.max_staleness=0"]),
+    Scenario("staleness_2", ["scheduler.max_staleness=2"]),
+    Scenario("staleness_4", ["scheduler.max_staleness=4"]),
+    Scenario("switch_0s", ["sim.switch.rollout_to_train_s=0", "sim.switch.train_to_rollout_s=0"]),
+    Scenario("switch_60s", ["sim.switch.rollout_to_train_s=60", "sim.switch.train_to_rollout_s=60"]),
+    Scenario("groups_8", ["sim.group_size=8"]),
+    Scenario("stale_drop", ["scheduler.stale_policy=drop"]),
+    Scenario("preset_deepswe_122b", ["sim.steps=10"], "deepswe_122b", on_base=False),
+    Scenario("preset_nl2repo_122b", ["sim.steps=8"], "nl2repo_122b", on_base=False),
+    Scenario("preset_terminalbench_122b", ["sim.steps=10"], "terminalbench_122b", on_base=False),
+    Scenario("preset_nl2repo_2t", ["sim.steps=8"], "nl2repo_2t", on_base=False),
+]
+
+
+def paper_switch(root: RootCfg) -> bool:
+    return (root.sim.switch.rollout_to_train_s, root.sim.switch.train_to_rollout_s) == PAPER_SWITCH
+
+
+def run(scenario: Scenario) -> dict[str, Any]:
+    started = time.perf_counter()
+    root = scenario.config()
+    figures = compare(root).figures()
+    figures.update(cells=root.sim.cells, batch_size=root.scheduler.batch_size, max_staleness=root.scheduler.max_staleness,
+                   stale_policy=root.scheduler.stale_policy, paper_switch=paper_switch(root),
+                   seconds=time.perf_counter() - started)
+    return figures
+
+
+def targets(rows: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """The issue's checks over the grid: each a boolean plus the figure it was decided on."""
+    worst = min(rows, key=lambda s: min(rows[s]["vs_colocate"], rows[s]["vs_async_best"]))
+    scale = {s: r for s, r in rows.items() if r["cells"] in (128, 512) and r["paper_switch"]}
+    keep = {s: r for s, r in rows.items() if r["stale_policy"] == "keep"}
+    out: dict[str, Any] = {
+        "worst_vs_baselines": min(rows[worst]["vs_colocate"], rows[worst]["vs_async_best"]),
+        "worst_vs_baselines_scenario": worst,
+        "never_2pct_slower": all(min(r["vs_colocate"], r["vs_async_best"]) >= 0.98 for r in rows.values()),
+        "max_vs_ideal_any_policy": max(r["max_vs_ideal"] for r in rows.values()),
+        "ideal_never_beaten": all(r["max_vs_ideal"] <= 1.0 for r in rows.values()),
+    }
+    if scale:
+        out["min_vs_async_best_at_128_512"] = min(r["vs_async_best"] for r in scale.values())
+        out["faster_than_async_1.3x_at_128_512"] = all(r["vs_async_best"] >= 1.3 for r in scale.values())
+    if keep:
+        out["min_length_bias_default_policy"] = min(r["length_bias"] for r in keep.values())
+        out["length_bias_at_least_0.9"] = all(r["length_bias"] >= 0.9 for r in keep.values())
+    return out
+
+
+def table(rows: dict[str, dict[str, Any]]) -> Table:
+    out = Table(title="elastic on equal work (trained work per hour), simulated (gyre/sim)")
+    for header in ("scenario", "cells", "batch", "vs colocate", "vs async best (split)", "vs ideal", "length bias",
+                   "per step vs colocate", "per step vs async", "switches", "host s"):
+        out.add_column(header, justify="left" if header == "scenario" else "right")
+    for name, r in rows.items():
+        out.add_row(name, str(r["cells"]), str(r["batch_size"]), f"{r['vs_colocate']:.2f}x",
+                    f"{r['vs_async_best']:.2f}x ({r['async_best_split']})", f"{r['vs_ideal']:.2f}",
+                    f"{r['length_bias']:.2f}", f"{r['per_step_vs_colocate']:.2f}x", f"{r['per_step_vs_async_best']:.2f}x",
+                    str(r["elastic_switches"]), f"{r['seconds']:.0f}")
+    return out
+
+
+def main() -> dict[str, Any]:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--only", nargs="+", default=None, help="run only these scenarios")
+    parser.add_argument("--out", default=None, help="write the flat JSON object here")
+    parser.add_argument("--list", action="store_true", help="list the scenarios and exit")
+    args = parser.parse_args()
+    console = Console(width=170)
+    chosen = [s for s in SCENARIOS if args.only is None or s.name in args.only]
+    if args.list or not chosen:
+        for s in SCENARIOS:
+            console.print(s.name, s.preset, " ".join(s.overrides), f"train_ratio={s.train_ratio}" if s.train_ratio else "")
+        return {}
+    rows: dict[str, dict[str, Any]] = {}
+    started = time.perf_counter()
+    for scenario in chosen:
+        rows[scenario.name] = run(scenario)
+        r = rows[scenario.name]
+        console.print(f"{scenario.name}: vs colocate {r['vs_colocate']:.2f}x, vs async best {r['vs_async_best']:.2f}x "
+                      f"(split {r['async_best_split']}), vs ideal {r['vs_ideal']:.2f}, length bias {r['length_bias']:.2f} "
+                      f"[{r['seconds']:.0f} s]")
+    console.print(table(rows))
+    checks = targets(rows)
+    for key, value in checks.items():
+        console.print(f"{key}: {value}")
+    flat: dict[str, Any] = {}
+    for name, r in rows.items():
+        for key in ("vs_colocate", "vs_async_best", "vs_ideal", "length_bias", "length_bias_all", "per_step_vs_colocate",
+                    "per_step_vs_async_best", "async_best_split", "colocate_vs_ideal", "async_vs_ideal", "max_vs_ideal",
+                    "async_length_bias", "elastic_switches", "elastic_aborted", "cells", "batch_size"):
+            flat[f"{name}.{key}"] = r[key]
+    flat.update({f"targets.{k}": v for k, v in checks.items()})
+    flat["host_seconds"] = time.perf_counter() - started
+    if args.out:
+        with open(args.out, "w") as handle:
+            json.dump(flat, handle, indent=2)
+    return flat
+
+
+if __name__ == "__main__":
+    main()
