@@ -57,7 +57,7 @@ def run_policy(policy: str, args: argparse.Namespace, root: Path) -> dict[str, f
         f"cluster.cells={args.cells}", f"scheduler.batch_size={args.batch_size}",
         f"trainer.group_size={args.group_size}", f"harness.max_turns={args.max_turns}",
         f"harness.reference.tool_delay_mu={args.delay_mu}", f"harness.reference.tool_delay_sigma={args.delay_sigma}",
-        f"trainer.max_staleness={args.max_staleness}",
+        f"scheduler.max_staleness={args.max_staleness}",
         f"scheduler.rollout_cells={args.rollout_cells}", "harness.progress=false", "tracking.backends=[jsonl]",
         "trainer.save_every=0",
     ]

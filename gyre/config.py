@@ -26,6 +26,17 @@ def to_plain(section: Any) -> Any:
     return section
 
 
+def without_moved(section: Any, prefix: str, moved: dict[str, str]) -> dict[str, Any]:
+    """The section as a plain dict without the keys that moved to another section (each kept in its old
+    yaml as null, so that setting it anywhere reaches this check); a value set for one is an error naming
+    the key to use instead."""
+    values = dict(to_plain(section) or {})
+    for key, new in moved.items():
+        if values.pop(key, None) is not None:
+            raise ConfigError(f"{prefix}.{key} moved to {new}: set {new} instead")
+    return values
+
+
 def build(cls: type[T], section: Any, prefix: str, **overrides: Any) -> T:
     """``cls(**section)`` with every key known and every value of the annotated type."""
     values = dict(to_plain(section) or {})

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import itertools
 import random
-from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
 from gyre.protocol import Execution
+from gyre.scheduler.state import VersionCounts, version_counts
 
 
 @dataclass
@@ -22,6 +22,7 @@ class Group:
     size: int
     dispatch_version: int
     finished: list[Execution] = field(default_factory=list)
+    handles: list[Any] = field(default_factory=list)  # what to cancel to stop its running members (driver's)
 
     @property
     def complete(self) -> bool:
@@ -56,9 +57,12 @@ class ExecutionBuffer:
             raise ValueError(f"trainer.group_size must be >= 1, got {group_size}")
         self.group_size = group_size
         self.open: dict[str, Group] = {}
-        self.ready: OrderedDict[str, Group] = OrderedDict()
+        self.ready: dict[str, Group] = {}
         self._ids = itertools.count()
+        self._completed = itertools.count()  # completion order of ready groups
+        self.order: dict[str, int] = {}
         self.dropped_stale = 0
+        self.aborted = 0
         self.unscorable = 0
 
     def new_group(self, task: Any, version: int) -> Group:
@@ -77,6 +81,7 @@ class ExecutionBuffer:
             del self.open[group_id]
             if group.finished:
                 self.ready[group_id] = group
+                self.order[group_id] = next(self._completed)
 
     @property
     def running(self) -> int:
@@ -87,18 +92,49 @@ class ExecutionBuffer:
     def ready_count(self) -> int:
         return sum(len(group.finished) for group in self.ready.values())
 
-    def ready_versions(self) -> tuple[int, ...]:
-        return tuple(group.version for group in self.ready.values() for _ in group.finished)
+    def ready_versions(self) -> VersionCounts:
+        return version_counts(group.version for group in self.ready.values() for _ in group.finished)
 
-    def take(self, count: int, min_version: int | None) -> list[Group]:
-        """Oldest complete groups with at least ``count`` executions, after dropping those older than
-        ``min_version`` (None: keep stale groups)."""
-        if min_version is not None:
-            for group_id in [g.id for g in self.ready.values() if g.version < min_version]:
-                self.dropped_stale += len(self.ready.pop(group_id).finished)
+    def running_versions(self) -> VersionCounts:
+        """Running executions by the version their group was dispatched under (the simulator's anchor too)."""
+        counts: dict[int, int] = {}
+        for group in self.open.values():
+            counts[group.dispatch_version] = counts.get(group.dispatch_version, 0) + group.size
+        return tuple(sorted(counts.items()))
+
+    def abort(self, before_version: int) -> list[Group]:
+        """Stop the groups dispatched under a version below ``before_version`` (no step can train them):
+        they leave the buffer, their finished members are discarded; the caller cancels their handles."""
+        doomed = [g for g in self.open.values() if g.dispatch_version < before_version]
+        for group in doomed:
+            del self.open[group.id]
+            self.aborted += group.size
+        return doomed
+
+    def take(self, count: int, drop: int = 0) -> list[Group]:
+        """Drop the ``drop`` oldest ready executions, then take the next complete groups until they hold at
+        least ``count`` executions. Oldest: lowest policy version, then earliest completed (the order the
+        simulator applies a ``StartTrainStep`` in). ``drop`` must end on a group boundary."""
+        order = sorted(self.ready.values(), key=lambda g: (g.version, self.order[g.id]))
+        dropped = 0
+        while dropped < drop:
+            if not order:
+                raise ValueError(f"asked to drop {drop} stale executions but only {dropped} were ready")
+            group = order.pop(0)
+            dropped += len(group.finished)
+            self._remove(group)
+        if dropped != drop:
+            raise ValueError(f"asked to drop {drop} stale executions; whole groups come to {dropped}")
+        self.dropped_stale += dropped
         taken, total = [], 0
-        while self.ready and total < count:
-            _, group = self.ready.popitem(last=False)
+        for group in order:
+            if total >= count:
+                break
             taken.append(group)
             total += len(group.finished)
+            self._remove(group)
         return taken
+
+    def _remove(self, group: Group) -> None:
+        del self.ready[group.id]
+        del self.order[group.id]

@@ -70,6 +70,9 @@ class Cluster:
         self._lock = asyncio.Lock()
         self.switch_log: list[dict[str, Any]] = []
         self.drain_reports: list[Any] = []
+        self.microbatch_s: list[float] = []  # every trained micro-batch's seconds, over the run
+        self.microbatches: list[int] = []  # micro-batches of each finished step
+        self.stepping = False  # from train_step's start to its new weights being out
 
     @property
     def core(self) -> Any:
@@ -93,54 +96,88 @@ class Cluster:
 
     async def start_rollout(self) -> None:
         """Every cell begins serving rollouts."""
-        for cell_id in self.ids:
-            await self._switch(cell_id, Role.ROLLOUT)
+        async with self._lock:
+            await self._switch_many({cell_id: Role.ROLLOUT for cell_id in self.ids})
 
     # Role switches ----------------------------------------------------------------------------------
 
     async def switch(self, cell_id: str, to: Role) -> float:
-        async with self._lock:
-            return await self._switch(cell_id, to)
+        return (await self.switch_many({cell_id: to}))[cell_id]
 
-    async def _switch(self, cell_id: str, to: Role) -> float:
-        role = self.roles[cell_id]
+    async def switch_many(self, moves: dict[str, Role]) -> dict[str, float]:
+        """Switch several cells at once, each to its role; returns each cell's switch seconds.
+
+        The cells switch concurrently: the leaving rollout cells are marked draining together, so no drain
+        moves sessions onto a cell that is itself leaving; satellites joining training pull the core's
+        weights through one broadcast group; satellites leaving a running step push their gradients through
+        one reduce. One bulk at a time (and never during a step's optimizer and weight-sync tail): the lock
+        keeps process groups and the trainer membership consistent."""
+        async with self._lock:
+            return await self._switch_many(moves)
+
+    async def _switch_many(self, moves: dict[str, Role]) -> dict[str, float]:
         started = time.perf_counter()
-        source = role.role
-        role.begin(to)
-        actor = self.actors[cell_id]
-        if to == Role.TRAIN:
-            if source == Role.ROLLOUT:
-                if self.router is not None and cell_id in self.router.cells:
-                    report = await self.on_router_loop(self.router.drain(cell_id))
-                    self.drain_reports.append(report)
-                self.rollout.remove(cell_id)
-            if cell_id == self.core_id:
-                await actor.enter_train.remote(None)
-            else:
-                spec = self._spec(2)
-                await asyncio.gather(
-                    self.core.send_weights.remote(spec), actor.enter_train.remote(self._rank(spec, 1))
-                )
-            self.trainer.add(actor, cell_id)
-            if self.step is not None:
-                self.step.add_member(cell_id, actor)
-        else:
-            if source == Role.TRAIN:
-                if self.step is not None:
-                    await self.step.remove_member(cell_id)
-                self.trainer.remove(cell_id)
-                if cell_id != self.core_id and self.step is not None:
-                    await self._push_grads([cell_id])
-            await actor.enter_rollout.remote()
-            self.rollout.add(actor, cell_id)
-            if self.router is not None:
-                await self.on_router_loop(self._route_to(cell_id))
-        role.finish()
+        sources = {cell_id: self.roles[cell_id].role for cell_id in moves}
+        for cell_id, to in moves.items():
+            self.roles[cell_id].begin(to)
+        joining = [c for c, to in moves.items() if to == Role.TRAIN]
+        leaving = [c for c, to in moves.items() if to == Role.ROLLOUT]
+        await asyncio.gather(self._to_train(joining, sources), self._to_rollout(leaving, sources))
         seconds = time.perf_counter() - started
-        if source != Role.IDLE:
-            key = "rollout_to_train_s" if to == Role.TRAIN else "train_to_rollout_s"
-            self.switch_log.append({"cell": cell_id, "kind": key, "seconds": seconds, "time": time.time()})
-        return seconds
+        for cell_id, to in moves.items():
+            self.roles[cell_id].finish()
+            if sources[cell_id] != Role.IDLE:
+                key = "rollout_to_train_s" if to == Role.TRAIN else "train_to_rollout_s"
+                self.switch_log.append({"cell": cell_id, "kind": key, "seconds": seconds, "time": time.time(),
+                                        "bulk": len(moves)})
+        return dict.fromkeys(moves, seconds)
+
+    async def _to_train(self, cell_ids: list[str], sources: dict[str, Role]) -> None:
+        if not cell_ids:
+            return
+        serving = [c for c in cell_ids if sources[c] == Role.ROLLOUT]
+        routed = [c for c in serving if self.router is not None and c in self.router.cells]
+        if routed:
+            self.drain_reports += await self.on_router_loop(self._drain_all(routed))
+        for cell_id in serving:
+            self.rollout.remove(cell_id)
+        satellites = [c for c in cell_ids if c != self.core_id]
+        entering = [self.core.enter_train.remote(None)] if self.core_id in cell_ids else []
+        if satellites:  # one broadcast of the core's weights to every joining satellite
+            spec = self._spec(1 + len(satellites))
+            entering.append(self.core.send_weights.remote(spec))
+            entering += [self.actors[c].enter_train.remote(self._rank(spec, i + 1)) for i, c in enumerate(satellites)]
+        await asyncio.gather(*entering)
+        for cell_id in cell_ids:
+            self.trainer.add(self.actors[cell_id], cell_id)
+            if self.step is not None:
+                self.step.add_member(cell_id, self.actors[cell_id])
+
+    async def _drain_all(self, cell_ids: list[str]) -> list[Any]:
+        """Drain several cells at once (runs on the router's loop): all are marked draining first."""
+        for cell_id in cell_ids:
+            self.router.cells[cell_id].draining = True
+        return list(await asyncio.gather(*[self.router.drain(cell_id) for cell_id in cell_ids]))
+
+    async def _to_rollout(self, cell_ids: list[str], sources: dict[str, Role]) -> None:
+        if not cell_ids:
+            return
+        training = [c for c in cell_ids if sources[c] == Role.TRAIN]
+        if self.step is not None:
+            await asyncio.gather(*[self.step.remove_member(c) for c in training])
+        for cell_id in training:
+            self.trainer.remove(cell_id)
+        if self.step is not None:  # their gradients of this step must count
+            await self._push_grads([c for c in training if c != self.core_id])
+        await asyncio.gather(*[self.actors[c].enter_rollout.remote() for c in cell_ids])
+        for cell_id in cell_ids:
+            self.rollout.add(self.actors[cell_id], cell_id)
+        if self.router is not None:
+            await self.on_router_loop(self._route_all(cell_ids))
+
+    async def _route_all(self, cell_ids: list[str]) -> None:
+        for cell_id in cell_ids:
+            await self._route_to(cell_id)
 
     async def _route_to(self, cell_id: str) -> None:
         """Let the router place executions on the cell again (runs on the router's loop)."""
@@ -167,6 +204,7 @@ class Cluster:
     async def train_step(self, batches: list[PackedBatch], max_grad_norm: float | None) -> dict[str, Any]:
         """One streaming step over the current (and joining) trainer members, then sync the new weights."""
         started = time.perf_counter()
+        self.stepping = True
         self.step = StreamingStep(batches)
         for cell_id in self.trainer.ids:
             self.step.add_member(cell_id, self.actors[cell_id])
@@ -174,6 +212,34 @@ class Cluster:
             stats = await self.step.run()
         finally:
             step, self.step = self.step, None
+            self.microbatch_s += step.seconds
+            self.microbatches.append(step.total)
+        try:
+            return await self._finish_step(step, stats, max_grad_norm, started)
+        finally:
+            self.stepping = False
+
+    def train_left_s(self) -> float | None:
+        """The running step's compute still to do, or with none running a whole step's, in seconds of one
+        training cell (mean micro-batch seconds so far); None before any micro-batch was timed."""
+        step = self.step
+        seconds = self.microbatch_s + (step.seconds if step is not None else [])
+        if not seconds:
+            return None
+        mean = sum(seconds) / len(seconds)
+        if step is not None:
+            return step.left * mean
+        if self.stepping:
+            return 0.0  # the optimizer step and weight sync: nothing left for another trainer
+        return mean * sum(self.microbatches) / len(self.microbatches) if self.microbatches else None
+
+    def join_s(self) -> float | None:
+        """Mean seconds a cell took to switch to training (the weight pull included); None before one did."""
+        joins = [entry["seconds"] for entry in self.switch_log if entry["kind"] == "rollout_to_train_s"]
+        return sum(joins) / len(joins) if joins else None
+
+    async def _finish_step(self, step: StreamingStep, stats: list[dict[str, float]], max_grad_norm: float | None,
+                           started: float) -> dict[str, Any]:
         async with self._lock:
             await self._push_grads([c for c in self.trainer.ids if c != self.core_id])
             result = await self.core.optimizer_step.remote(max_grad_norm)

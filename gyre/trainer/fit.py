@@ -21,9 +21,18 @@ import numpy as np
 
 from gyre.harness.execution import is_scorable
 from gyre.protocol import Execution
-from gyre.scheduler import Dispatch, Role, SchedulerState, StartTrainStep, SwitchCell
+from gyre.scheduler import (
+    AbortStale,
+    Action,
+    Dispatch,
+    Role,
+    SchedulerState,
+    StartTrainStep,
+    SwitchCell,
+)
 from gyre.scheduler.policies import Policy
 from gyre.trainer.buffer import ExecutionBuffer, Group, TaskSampler
+from gyre.trainer.observe import group_actions, scheduler_state
 from gyre.trajectory import pack_trees
 from gyre.trajectory.processor import TrajectoryConfig, process_executions
 
@@ -74,6 +83,7 @@ class Driver:
         self.progress = progress
         self.steps_done = 0
         self.switching: dict[str, asyncio.Task] = {}
+        self.switching_to: dict[str, Role] = {}  # target of each cell in self.switching
         self.training: asyncio.Task | None = None
         self.running: set[asyncio.Future] = set()
         self.finished_log: list[dict[str, Any]] = []  # per execution, since the last step
@@ -88,38 +98,43 @@ class Driver:
     # Observation ------------------------------------------------------------------------------------
 
     def observe(self) -> SchedulerState:
-        cells = tuple(
-            view if view.id not in self.switching else type(view)(view.id, Role.SWITCHING, view.is_core, view.capacity)
-            for view in self.cluster.views()
-        )
-        return SchedulerState(
-            cells=cells,
-            policy_version=self.cluster.version,
-            running=self.buffer.running,
-            ready=self.buffer.ready_count,
-            ready_versions=self.buffer.ready_versions(),
-            training=self.training is not None,
-            steps_done=self.steps_done,
-            total_steps=self.cfg.total_steps,
-        )
+        return scheduler_state(self.cluster, self.buffer, self.switching_to, self.training is not None,
+                               self.steps_done, self.cfg.total_steps)
 
     # Actions ----------------------------------------------------------------------------------------
+
+    def apply_all(self, actions: list[Action]) -> None:
+        """Apply one decision exactly as issued: its role switches as one concurrent bulk, then the rest in order."""
+        switches, others = group_actions(actions)
+        self._switch({cell: to for cell, to in switches.items() if cell not in self.switching})
+        for action in others:
+            self.apply(action)
 
     def apply(self, action: Any) -> None:
         if isinstance(action, Dispatch):
             for _ in range(math.ceil(action.count / self.cfg.group_size)):
                 self._dispatch_group()
         elif isinstance(action, SwitchCell):
-            if action.cell_id in self.switching:
-                return
-            task = asyncio.ensure_future(self.cluster.switch(action.cell_id, action.to))
-            self.switching[action.cell_id] = task
-            task.add_done_callback(lambda t, cell=action.cell_id: self._switch_done(cell, t))
+            if action.cell_id not in self.switching:
+                self._switch({action.cell_id: action.to})
         elif isinstance(action, StartTrainStep):
             if self.training is None:
                 self._start_step(action)
+        elif isinstance(action, AbortStale):
+            for group in self.buffer.abort(action.before_version):
+                for future in group.handles:
+                    future.cancel()  # the harness is stopped and its key closed: its calls are released
         else:
             raise TypeError(f"unknown scheduler action {action!r}")
+
+    def _switch(self, moves: dict[str, Role]) -> None:
+        if not moves:
+            return
+        task = asyncio.ensure_future(self.cluster.switch_many(moves))
+        for cell_id, to in moves.items():
+            self.switching[cell_id] = task
+            self.switching_to[cell_id] = to
+        task.add_done_callback(lambda t, cells=tuple(moves): self._switch_done(cells, t))
 
     def _dispatch_group(self) -> None:
         task = self.sampler.next()
@@ -127,6 +142,7 @@ class Driver:
         for index in range(self.cfg.group_size):
             future = asyncio.ensure_future(self.pool.submit(task, group=group.id, sample_index=index))
             self.running.add(future)
+            group.handles.append(future)
             future.add_done_callback(lambda f, g=group.id: self._execution_done(g, f))
 
     def _execution_done(self, group_id: str, future: asyncio.Future) -> None:
@@ -149,17 +165,16 @@ class Driver:
             })
         self._wake.set()
 
-    def _switch_done(self, cell_id: str, task: asyncio.Task) -> None:
-        self.switching.pop(cell_id, None)
+    def _switch_done(self, cells: tuple[str, ...], task: asyncio.Task) -> None:
+        for cell_id in cells:
+            self.switching.pop(cell_id, None)
+            self.switching_to.pop(cell_id, None)
         if not task.cancelled() and task.exception() is not None:
-            log.error("switching cell %s failed: %s", cell_id, task.exception())
+            log.error("switching cells %s failed: %s", ", ".join(cells), task.exception())
         self._wake.set()
 
     def _start_step(self, action: StartTrainStep) -> None:
-        min_version = None
-        if self.policy.cfg.stale_policy == "drop":
-            min_version = self.cluster.version - self.policy.cfg.max_staleness
-        groups = self.buffer.take(action.count, min_version)
+        groups = self.buffer.take(action.count, action.drop_stale)
         if not groups:
             return
         self.step_started = time.perf_counter()
@@ -232,6 +247,7 @@ class Driver:
         metrics["tokens/policy"] = train.get("policy_tokens", 0.0)
         metrics["step_time_s"] = time.perf_counter() - self.last_step_end
         metrics["dropped_stale"] = self.buffer.dropped_stale
+        metrics["aborted_stale"] = self.buffer.aborted
         metrics["unscorable"] = self.buffer.unscorable
         for cell, roles in self.cluster.seconds_in_roles().items():
             for role, secs in roles.items():
@@ -359,8 +375,7 @@ class Driver:
             await self.validate(0)  # the starting policy, before any training (a clean "before" figure)
         last = time.perf_counter()
         while not (self.steps_done >= self.cfg.total_steps and self.training is None):
-            for action in self.policy.decide(self.observe()):
-                self.apply(action)
+            self.apply_all(self.policy.decide(self.observe()))
             if self.progress is not None:
                 self.progress(self)
             self._wake.clear()

@@ -15,7 +15,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from gyre.algo.losses import LossConfig
-from gyre.config import build, to_plain
+from gyre.config import build, to_plain, without_moved
 from gyre.scheduler import SchedulerConfig, make_policy
 from gyre.trainer.cluster import ClusterConfig
 from gyre.trainer.fit import LoopConfig
@@ -42,12 +42,15 @@ class TrainerSection:
     val_fraction: float
     timeline_every: int
     poll_s: float
-    max_staleness: int
-    stale_policy: str
+
+
+# Keys that left conf/trainer; their old names stay there as null so that a value set for one fails naming
+# the new key (gyre.config.without_moved).
+MOVED_FROM_TRAINER = {"max_staleness": "scheduler.max_staleness", "stale_policy": "scheduler.stale_policy"}
 
 
 def loop_config(cfg: DictConfig) -> LoopConfig:
-    trainer = build(TrainerSection, cfg.trainer, "trainer")
+    trainer = build(TrainerSection, without_moved(cfg.trainer, "trainer", MOVED_FROM_TRAINER), "trainer")
     loop_keys = set(LoopConfig.__dataclass_fields__) - {"seed"}
     return LoopConfig(**{k: getattr(trainer, k) for k in loop_keys}, seed=cfg.seed)
 
@@ -103,10 +106,8 @@ def run(cfg: DictConfig) -> int:
         with open_dict(cfg):
             cfg.model.path = warm_start(cfg, run_dir)  # the recipe's supervised start (built once, then cached)
     loop_cfg = loop_config(cfg)
-    staleness = {"max_staleness": cfg.trainer.max_staleness, "stale_policy": cfg.trainer.stale_policy}
-    if cfg.scheduler.name == "colocate":
-        staleness["max_staleness"] = 0  # colocate generates nothing ahead of training
-    scheduler_cfg = build(SchedulerConfig, cfg.scheduler, "scheduler", **staleness)
+    on_policy = {"max_staleness": 0} if cfg.scheduler.name == "colocate" else {}  # colocate generates nothing ahead
+    scheduler_cfg = build(SchedulerConfig, cfg.scheduler, "scheduler", **on_policy)
     if scheduler_cfg.batch_size % loop_cfg.group_size:
         raise ValueError(
             f"scheduler.batch_size={scheduler_cfg.batch_size} must be a multiple of trainer.group_size={loop_cfg.group_size}"

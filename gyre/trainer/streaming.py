@@ -5,6 +5,7 @@ one as soon as it is free. Members may join (after pulling the core's weights) o
 from __future__ import annotations
 
 import asyncio
+import time
 from collections import deque
 from typing import Any
 
@@ -19,6 +20,7 @@ class StreamingStep:
         self.inflight: dict[str, asyncio.Future] = {}
         self.stats: list[dict[str, float]] = []
         self.done_by: dict[str, int] = {}  # micro-batches each member trained
+        self.seconds: list[float] = []  # wall time of each micro-batch on its member (what the scheduler is told)
         self._changed = asyncio.Event()
 
     def add_member(self, member_id: str, actor: Any) -> None:
@@ -60,7 +62,14 @@ class StreamingStep:
                     future.result()  # re-raise a member's failure
         return self.stats
 
+    @property
+    def left(self) -> int:
+        """Micro-batches not trained yet (queued or in flight)."""
+        return len(self.queue) + len(self.inflight)
+
     async def _train(self, member_id: str, actor: Any, batch: PackedBatch) -> None:
+        started = time.perf_counter()
         stats = await actor.train_microbatch.remote(batch)
+        self.seconds.append(time.perf_counter() - started)
         self.stats.append(stats)
         self.done_by[member_id] = self.done_by.get(member_id, 0) + 1

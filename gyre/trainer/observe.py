@@ -1,0 +1,45 @@
+"""What the scheduling policy sees of a live run, and how the driver applies what it decides.
+
+``scheduler_state`` builds one ``SchedulerState`` from the cluster and the execution buffer, with the
+durations the policy has no clock to measure (the running step's remaining compute, a join's switch time).
+``group_actions`` splits one decision into the role switches, applied by the cluster as one concurrent bulk,
+and the other actions in the order the policy issued them. The simulator (``gyre/sim/engine.py``) builds the
+same state from its own world and applies the same actions.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from gyre.scheduler import Action, Role, SchedulerState, SwitchCell
+from gyre.trainer.buffer import ExecutionBuffer
+
+
+def scheduler_state(cluster: Any, buffer: ExecutionBuffer, switching_to: dict[str, Role], training: bool,
+                    steps_done: int, total_steps: int) -> SchedulerState:
+    """``switching_to``: cells the driver has asked to switch and that have not finished, with their target
+    (they show as SWITCHING from the moment the switch is asked for, as in the simulator)."""
+    cells = tuple(
+        replace(view, role=Role.SWITCHING, switching_to=switching_to[view.id]) if view.id in switching_to else view
+        for view in cluster.views()
+    )
+    return SchedulerState(
+        cells=cells,
+        policy_version=cluster.version,
+        running=buffer.running,
+        ready=buffer.ready_count,
+        ready_versions=buffer.ready_versions(),
+        running_versions=buffer.running_versions(),
+        training=training,
+        steps_done=steps_done,
+        total_steps=total_steps,
+        train_left_s=cluster.train_left_s(),
+        join_s=cluster.join_s(),
+    )
+
+
+def group_actions(actions: list[Action]) -> tuple[dict[str, Role], list[Action]]:
+    """(every cell's switch, the other actions in order). A cell named twice keeps its last target."""
+    switches = {a.cell_id: a.to for a in actions if isinstance(a, SwitchCell)}
+    return switches, [a for a in actions if not isinstance(a, SwitchCell)]
