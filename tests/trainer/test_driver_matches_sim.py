@@ -1,0 +1,193 @@
+"""The driver and the simulator apply the same action sequence to the same state.
+
+One scripted run drives both: the same elastic policy (two instances, one each) decides from each side's
+observed state; the test asserts the two states and the two decisions are equal at every turn, applies the
+decision to both, then delivers the same events to both (executions of given groups finish, switches land,
+the step ends). The driver is the real ``Driver`` with its real ``ExecutionBuffer``; the cluster and the
+execution pool under it are stand-ins whose switches, steps and executions complete when the test says, so
+nothing depends on timing. Covers bulk switches, dispatch of whole groups, ``StartTrainStep(drop_stale)``
+and ``AbortStale`` (``stale_policy=drop``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from gyre.scheduler import CellView, Role, SchedulerConfig, make_policy
+from gyre.sim.config import load_config
+from gyre.sim.engine import Simulator
+from gyre.sim.world import World
+from gyre.trainer.fit import Driver, LoopConfig
+from gyre.trajectory.processor import TrajectoryConfig
+from gyre.trajectory.synthetic import WorkloadSpec, synthetic_execution
+
+CELLS, CAPACITY, GROUP, BATCH = 4, 4, 2, 4
+# A flat roofline (no KV term): every cell serves CAPACITY executions, all at full speed, as the driver's
+# cells are configured here.
+SIM = [f"sim.cells={CELLS}", "sim.gpus_per_cell=1", "sim.model.total_params_b=1", "sim.model.active_params_b=1",
+       "sim.model.kv_bytes_per_token=0", f"sim.rollout.max_sessions={CAPACITY}", f"sim.group_size={GROUP}",
+       f"scheduler.batch_size={BATCH}", "sim.steps=3", "sim.workload.timeout_s=null"]
+POLICY = SchedulerConfig(name="elastic", batch_size=BATCH, max_staleness=1, stale_policy="drop")
+
+
+class StandInCluster:
+    """The driver's view of cells: roles, version, and switches and steps that finish when the test says."""
+
+    def __init__(self) -> None:
+        self.ids = [f"c{i}" for i in range(CELLS)]
+        self.roles = dict.fromkeys(self.ids, Role.ROLLOUT)
+        self.version = 0
+        self.pending_switches: list[tuple[dict[str, Role], asyncio.Future]] = []
+        self.pending_step: asyncio.Future | None = None
+        self.switch_log: list[dict[str, Any]] = []
+        self.cfg = type("Cfg", (), {"capacity": CAPACITY})()
+
+    def views(self) -> tuple[CellView, ...]:
+        return tuple(CellView(c, self.roles[c], c == "c0", CAPACITY, None, CAPACITY) for c in self.ids)
+
+    def switch_many(self, moves: dict[str, Role]) -> asyncio.Future:
+        future = asyncio.get_running_loop().create_future()
+        self.pending_switches.append((dict(moves), future))
+        return future
+
+    def land_switches(self) -> list[str]:
+        landed = []
+        for moves, future in self.pending_switches:
+            self.roles.update(moves)
+            future.set_result(dict.fromkeys(moves, 1.0))
+            landed += list(moves)
+        self.pending_switches = []
+        return landed
+
+    async def train_step(self, batches: list, max_grad_norm: float | None) -> dict[str, Any]:
+        self.pending_step = asyncio.get_running_loop().create_future()
+        await self.pending_step
+        self.version += 1
+        return {"version": self.version}
+
+    def end_step(self) -> None:
+        self.pending_step.set_result(None)
+
+    # A real cluster measures these with its clock; here they are the simulator's, so both sides see one state.
+    measured: Any = None
+
+    def train_left_s(self) -> float | None:
+        return self.measured._train_left_s()
+
+    def join_s(self) -> float | None:
+        return self.measured.join_s
+
+    def seconds_in_roles(self) -> dict[str, dict[str, float]]:
+        return {}
+
+
+class StandInPool:
+    """Executions that finish when the test says, in the order the driver submitted them."""
+
+    def __init__(self) -> None:
+        self.submitted: list[tuple[str, asyncio.Future]] = []  # (group id, future)
+
+    def submit(self, task: Any, group: str, sample_index: int) -> asyncio.Future:
+        future = asyncio.get_running_loop().create_future()
+        self.submitted.append((group, future))
+        return future
+
+
+class Tracker:
+    def log(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+
+
+
+def test_driver_and_simulator_apply_the_same_actions_to_the_same_state(tmp_path: Path):
+    root = load_config(overrides=SIM)
+    world = World(root)
+    assert world.rates.capacity == CAPACITY == world.rates.fast_capacity
+    sim = Simulator(world, POLICY, make_policy(POLICY))
+    sim.ids = [f"c{i}" for i in range(CELLS)]
+    sim.index = {name: i for i, name in enumerate(sim.ids)}
+    sim.views = [replace(view, id=name) for view, name in zip(sim.views, sim.ids)]
+    sim.view_tuple = tuple(sim.views)
+    decisions: list[list] = []
+
+    async def scenario() -> None:
+        cluster, pool = StandInCluster(), StandInPool()
+        cluster.measured = sim
+        loop_cfg = LoopConfig(total_steps=3, group_size=GROUP, save_every=0, timeline_every=0, val_every=0)
+        driver = Driver(loop_cfg, TrajectoryConfig(max_paths=None), make_policy(POLICY), cluster, pool,
+                        [f"task{i}" for i in range(5)], Tracker(), tmp_path)
+        spec = WorkloadSpec(turns=2, subagents=0, retry_prob=0.0)
+        group_order: list[str] = []  # driver group ids in dispatch order = the simulator's group numbers
+
+        async def settle() -> None:
+            for _ in range(5):
+                await asyncio.sleep(0)
+
+        async def decide_and_apply() -> None:
+            state = driver.observe()
+            assert state == sim._observe()
+            actions = driver.policy.decide(state)
+            assert actions == sim.policy.decide(sim._observe()), "same state, same decision"
+            decisions.append(actions)
+            driver.apply_all(actions)
+            for action in actions:
+                sim._apply(action)
+            await settle()
+            group_order.extend(g for g in driver.buffer.open if g not in group_order)
+            assert driver.observe() == sim._observe()
+
+        async def finish_groups(*numbers: int) -> None:
+            for number in numbers:
+                group_id = group_order[number]
+                members = [f for g, f in pool.submitted if g == group_id]
+                version = driver.buffer.open[group_id].dispatch_version
+                for index, future in enumerate(members):
+                    execution = synthetic_execution(f"{group_id}-{index}", spec, seed=number * 10 + index)
+                    for call in execution.calls:
+                        call.weight_version = version
+                    execution.reward = float(index % 2)
+                    future.set_result(execution)
+                for ident in range(number * GROUP, (number + 1) * GROUP):
+                    sim._finish(ident)
+                    sim.pool.remove([ident], sim.now)
+            await settle()
+
+        async def land_switches() -> None:
+            for cell_id in cluster.land_switches():
+                sim._on_switch_done(sim.index[cell_id])
+            await settle()
+
+        async def end_step() -> None:
+            cluster.end_step()
+            sim._on_train(sim.step.index, sim.step.epoch)  # compute done
+            sim._on_train(sim.step.index, sim.step.epoch)  # new weights out: version + 1
+            await settle()
+            assert driver.training is None and driver.steps_done == sim.steps_done
+
+        await decide_and_apply()  # groups 0-3 dispatched at version 0 (two batches ahead)
+        await finish_groups(0, 1)  # a batch is ready: the core and every spare satellite switch, in one bulk
+        await decide_and_apply()
+        await land_switches()
+        await decide_and_apply()  # step 1 starts on the trainers
+        await finish_groups(2)
+        await decide_and_apply()
+        await end_step()  # version 1: rollout needs a cell back; group 4 dispatched
+        await decide_and_apply()
+        await finish_groups(4)  # groups 2 (version 0) and 4 make the next batch; group 3 still runs
+        await decide_and_apply()
+        await land_switches()
+        await decide_and_apply()
+        await end_step()  # version 2: group 3 (version 0) can no longer be trained: aborted
+        await decide_and_apply()
+        assert driver.buffer.aborted == GROUP and len(sim.aborted_ids) == GROUP
+        assert all(f.cancelled() for g, f in pool.submitted if g == group_order[3])  # its harnesses are stopped
+        await land_switches()
+        await decide_and_apply()
+
+    asyncio.run(scenario())
+    applied = {type(a).__name__ for actions in decisions for a in actions}
+    assert {"Dispatch", "SwitchCell", "StartTrainStep", "AbortStale"} <= applied, applied
