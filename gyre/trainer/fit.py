@@ -234,6 +234,9 @@ class Driver:
         if timed:
             metrics["rollout/execution_time_mean_s"] = float(np.mean(metrics["rollout/execution_time_s"]))
         metrics["rollout/calls_per_execution"] = [len(e.calls) for e in executions]
+        # Wall seconds of each execution this step trained (benchmarks/schedulers.py: work trained per hour,
+        # and its length bias against rollout/execution_time_s, every execution that finished)
+        metrics["train/execution_time_s"] = [e.reward_detail.get("wall_s", float("nan")) for e in executions]
         metrics["rollout/calls_per_execution_mean"] = float(np.mean([len(e.calls) for e in executions]))
         # Names the simulator's calibration reads (gyre/sim/calibrate.py documents the schema).
         metrics["train/time_s"] = train.get("train_time_s", float("nan"))
