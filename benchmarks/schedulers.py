@@ -6,13 +6,22 @@ Each policy runs the real main job (``python -m gyre.main``: Ray cells, proxy, r
 tiny model, the built-in DeepSWE-format tasks) in its own process with identical settings. Execution time
 is made heavy-tailed by a simulated tool time before every agent turn drawn from a log-normal, as long
 agent runs are. Reported per policy: time per step, cell idle fraction, executions per hour, role-switch
-times; and the speedups of elastic over each baseline.
+times; and the speedups of elastic over each baseline, per step and on equal work.
+
+Equal work: async and elastic train the executions that finish first, colocate the whole sample, so a step
+of one policy is not the same work as a step of another. ``work_s_per_hour`` is the wall seconds of the
+executions each policy trained per hour of steady-state run (the measured stand-in for execution-seconds
+of work), ``policy_tokens_per_hour`` the policy tokens it trained; ``length_bias`` is the mean wall time of
+its trained executions over that of every execution that finished; ``vs_ideal`` is an approximate bound:
+the trained executions' seconds over a cell's capacity plus the training cell-seconds, spread over every
+cell, against the wall time (approximate because an execution's seconds depend on how loaded its cell was).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import subprocess
 import sys
@@ -36,6 +45,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--delay-mu", type=float, default=0.0, help="log-normal mu of tool seconds per turn")
     parser.add_argument("--delay-sigma", type=float, default=1.2, help="log-normal sigma (the tail)")
     parser.add_argument("--max-staleness", type=int, default=1)
+    parser.add_argument("--stale-policy", default="keep", choices=("keep", "drop"))
     parser.add_argument("--rollout-cells", type=int, default=3,
                         help="async: fixed rollout cells (3 of 4: rollout is ~80%% of the work here, the split "
                              "gyre/sim picks by work ratio, i.e. async at its best fixed split)")
@@ -50,6 +60,26 @@ def steady_step_times(steps: list[dict]) -> list[float]:
     return [r["step_time_s"] for r in (steps[1:] or steps)]
 
 
+def equal_work(steps: list[dict], cells: int) -> dict[str, float]:
+    """Trained work per hour of the steady-state steps, the length bias, and the approximate ideal bound."""
+    steady = steps[1:] or steps
+    hours = sum(r["step_time_s"] for r in steady) / 3600.0
+    trained_s = [t for r in steady for t in r.get("train/execution_time_s", []) if math.isfinite(t)]
+    finished_s = [t for r in steps for t in r.get("rollout/execution_time_s", [])]
+    trained_all = [t for r in steps for t in r.get("train/execution_time_s", []) if math.isfinite(t)]
+    capacity = max(1, int(steady[-1].get("cells/capacity", 1)))
+    train_cell_s = sum(r.get("train/time_s", 0.0) * max(1, r.get("train/cells", 1)) for r in steady)
+    ideal_s = (sum(trained_s) / capacity + train_cell_s) / cells
+    nan = float("nan")
+    return {
+        "work_s_per_hour": sum(trained_s) / hours if hours else nan,
+        "policy_tokens_per_hour": sum(r.get("tokens/policy", 0.0) for r in steady) / hours if hours else nan,
+        "length_bias": (sum(trained_all) / len(trained_all)) / (sum(finished_s) / len(finished_s))
+        if trained_all and finished_s else nan,
+        "vs_ideal": ideal_s / (hours * 3600.0) if hours else nan,
+    }
+
+
 def run_policy(policy: str, args: argparse.Namespace, root: Path) -> dict[str, float]:
     run_dir = root / policy
     overrides = [
@@ -57,7 +87,7 @@ def run_policy(policy: str, args: argparse.Namespace, root: Path) -> dict[str, f
         f"cluster.cells={args.cells}", f"scheduler.batch_size={args.batch_size}",
         f"trainer.group_size={args.group_size}", f"harness.max_turns={args.max_turns}",
         f"harness.reference.tool_delay_mu={args.delay_mu}", f"harness.reference.tool_delay_sigma={args.delay_sigma}",
-        f"scheduler.max_staleness={args.max_staleness}",
+        f"scheduler.max_staleness={args.max_staleness}", f"scheduler.stale_policy={args.stale_policy}",
         f"scheduler.rollout_cells={args.rollout_cells}", "harness.progress=false", "tracking.backends=[jsonl]",
         "trainer.save_every=0",
     ]
@@ -74,6 +104,7 @@ def run_policy(policy: str, args: argparse.Namespace, root: Path) -> dict[str, f
     span = steps[-1]["time"] - (steps[0]["time"] - steps[0]["step_time_s"])
     last = steps[-1]
     return {
+        **equal_work(steps, args.cells),
         "step_time": sum(steady) / len(steady),
         "wall_s": wall,
         "idle_fraction": last.get("idle_fraction", float("nan")),
@@ -105,11 +136,17 @@ def main() -> dict[str, float]:
         for key, value in values.items():
             flat[f"{key}_{policy}"] = value
     if "elastic" in results:
+        elastic = results["elastic"]
         for baseline in ("colocate", "async"):
             if baseline in results:
-                flat[f"speedup_vs_{baseline}"] = results[baseline]["step_time"] / results["elastic"]["step_time"]
-                console.print(f"elastic vs {baseline}: {flat[f'speedup_vs_{baseline}']:.3f}x (time per step)")
-    flat.update({"steps": args.steps, "cells": args.cells, "batch_size": args.batch_size,
+                other = results[baseline]
+                flat[f"speedup_vs_{baseline}"] = other["step_time"] / elastic["step_time"]
+                flat[f"work_speedup_vs_{baseline}"] = elastic["work_s_per_hour"] / other["work_s_per_hour"]
+                flat[f"token_speedup_vs_{baseline}"] = elastic["policy_tokens_per_hour"] / other["policy_tokens_per_hour"]
+                console.print(f"elastic vs {baseline}: {flat[f'speedup_vs_{baseline}']:.3f}x per step, "
+                              f"{flat[f'work_speedup_vs_{baseline}']:.3f}x trained execution-seconds per hour, "
+                              f"{flat[f'token_speedup_vs_{baseline}']:.3f}x trained policy tokens per hour")
+    flat.update({"steps": args.steps, "cells": args.cells, "batch_size": args.batch_size, "stale_policy": args.stale_policy,
                  "delay_mu": args.delay_mu, "delay_sigma": args.delay_sigma})
     if args.out:
         Path(args.out).write_text(json.dumps(flat, indent=2))
