@@ -5,17 +5,18 @@
     python benchmarks/sim_speedups.py --scale                            # 4096 GPUs, 10,000 executions, timed
 
 Each preset's three policies run on the same simulated cluster and the same workload stream, side by side
-in one run (gyre/sim). ``vs_colocate`` / ``vs_async`` are the other policy's wall time over elastic's;
-``elastic_vs_ideal`` is elastic's wall time over the ideal bound (total rollout + training work spread
-over all GPUs, no idling, no switching, no waste). Async uses the split sized by the work ratio (the best
-fixed split in steady state); ``vs_async_half`` shows the common half/half split for context.
+in one run (gyre/sim). ``vs_colocate`` / ``vs_async`` are elastic's speedups on equal work: its trained work
+per hour over the other policy's (``per_step_vs_*``: the other's wall time over elastic's for the same
+steps); ``elastic_vs_ideal`` is elastic's trained work per hour over the cluster's (the ideal bound of the
+work it trained: all of it spread over every cell, no idling, no switching, no waste; <= 1). Async uses the
+split sized by the work ratio; ``vs_async_half`` shows the common half/half split for context
+(``benchmarks/sim_grid.py`` sweeps async's split for its best).
 
-The gap to ideal is decomposed exactly: cells x wall - cells x ideal = unused rollout throughput + rollout
+The gap to ideal is decomposed exactly: cells x wall - trained work = unused rollout throughput + rollout
 work on executions dropped as too stale + rollout work still in flight or ready when the last step ends
-(an end-of-run effect that shrinks with more steps) + training-side overhead (weight
-pulls, optimizer and weight-sync tail) + training cells idle + switching + selection (the work of the
-executions actually trained minus the ideal's unbiased sample: negative when short executions win the race
-to fill a batch).
+(an end-of-run effect that shrinks with more steps) + training-side overhead (weight pulls, optimizer and
+weight-sync tail) + training cells idle + switching + below peak (rollout cell-time of the trained
+executions beyond their work at a cell's peak throughput: sessions on lightly loaded cells, migrations).
 
 ``--out FILE`` writes a flat JSON object: ``P.vs_colocate``, ``P.vs_async``, ``P.elastic_vs_ideal`` (and a few
 more) for each preset P. The full per-policy results go to ``--full FILE``.
@@ -43,7 +44,7 @@ PUBLISHED = {  # (vs colocate, vs async) ranges from REFERENCE.md
     "terminalbench_122b": ("1.809-1.849x", "1.383-1.430x"), "nl2repo_2t": ("1.21x (91.47/75.42 h)", "1.78x (134.55/75.42 h)"),
 }
 GAP_TERMS = ("rollout_idle", "rollout_dropped", "rollout_at_end", "train_overhead", "train_idle", "switching",
-             "selection")
+             "below_peak")
 
 
 def run_preset(preset: str, overrides: list[str]) -> dict[str, SimResult]:
@@ -67,7 +68,7 @@ def gap(result: SimResult) -> dict[str, float]:
         "rollout_idle": c["rollout_idle"], "rollout_dropped": result.dropped_rollout_cell_s,
         "rollout_at_end": wasted - result.dropped_rollout_cell_s, "train_overhead": c["train_overhead"],
         "train_idle": c["train_idle"], "switching": c["switching"] + c["other"],
-        "selection": (c["rollout_busy"] - wasted) + c["train_compute"] - ideal_work,
+        "below_peak": (c["rollout_busy"] - wasted) + c["train_compute"] - ideal_work,
     }
     out = {k: v / total for k, v in terms.items()}
     out["ideal_share"] = ideal_work / total
@@ -79,8 +80,10 @@ def summarise(preset: str, results: dict[str, SimResult]) -> dict[str, Any]:
     return {
         "preset": preset, "gpus": e.gpus, "steps": e.steps, "batch": e.batch_size,
         "wall_h": {k: r.wall_time_s / 3600 for k, r in results.items()}, "ideal_h": e.ideal_time_s / 3600,
-        "vs_colocate": c.wall_time_s / e.wall_time_s, "vs_async": a.wall_time_s / e.wall_time_s,
-        "vs_async_half": h.wall_time_s / e.wall_time_s, "async_rollout_cells": a.rollout_cells,
+        "vs_colocate": e.work_rate / c.work_rate, "vs_async": e.work_rate / a.work_rate,
+        "vs_async_half": e.work_rate / h.work_rate, "async_rollout_cells": a.rollout_cells,
+        "per_step_vs_colocate": c.wall_time_s / e.wall_time_s, "per_step_vs_async": a.wall_time_s / e.wall_time_s,
+        "length_bias": {k: r.length_bias for k, r in results.items()},
         "elastic_vs_ideal": e.vs_ideal, "colocate_vs_ideal": c.vs_ideal, "async_vs_ideal": a.vs_ideal,
         "elastic_gap": gap(e), "colocate_gap": gap(c), "async_gap": gap(a),
         "dropped_share": {k: r.dropped / max(1, r.dispatched) for k, r in results.items()},
@@ -91,7 +94,7 @@ def summarise(preset: str, results: dict[str, SimResult]) -> dict[str, Any]:
 
 def markdown(rows: list[dict[str, Any]]) -> str:
     lines = [("| preset | GPUs | elastic h | colocate h | async h (split) | ideal h | vs colocate | vs async | "
-              "vs async 1/2 | elastic / ideal | published vs colocate / vs async |"),
+              "vs async 1/2 | elastic of ideal | published vs colocate / vs async |"),
              "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         w = r["wall_h"]
@@ -102,7 +105,7 @@ def markdown(rows: list[dict[str, Any]]) -> str:
                      f"{r['elastic_vs_ideal']:.2f} | {pub[0]} / {pub[1]} |")
     lines += ["", "Gap to ideal (elastic), share of cells x wall:", "",
               ("| preset | ideal | rollout idle | rollout dropped (stale) | rollout unused at end | train overhead | "
-               "train idle | switching | selection | dropped / dispatched |"), "|---|---|---|---|---|---|---|---|---|---|"]
+               "train idle | switching | below peak | dropped / dispatched |"), "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         g = r["elastic_gap"]
         lines.append(f"| {r['preset']} | {g['ideal_share']:.1%} | " + " | ".join(f"{g[t]:.1%}" for t in GAP_TERMS)
@@ -111,9 +114,9 @@ def markdown(rows: list[dict[str, Any]]) -> str:
 
 
 def rich_table(rows: list[dict[str, Any]]) -> Table:
-    table = Table(title="Simulated speedups at equal GPUs (gyre/sim)")
+    table = Table(title="Simulated speedups at equal GPUs, on equal work (gyre/sim)")
     for header in ("preset", "GPUs", "elastic h", "colocate h", "async h", "ideal h", "vs colocate", "vs async",
-                   "vs async 1/2", "elastic/ideal"):
+                   "vs async 1/2", "elastic of ideal"):
         table.add_column(header, justify="left" if header == "preset" else "right")
     for r in rows:
         w = r["wall_h"]
@@ -163,7 +166,7 @@ def main() -> None:
     flat: dict[str, float] = {}
     for r in rows:
         for key in ("vs_colocate", "vs_async", "elastic_vs_ideal", "vs_async_half", "colocate_vs_ideal",
-                    "async_vs_ideal"):
+                    "async_vs_ideal", "per_step_vs_colocate", "per_step_vs_async"):
             flat[f"{r['preset']}.{key}"] = r[key]
     full: dict[str, Any] = {"presets": rows, "overrides": overrides}
     if args.scale:
