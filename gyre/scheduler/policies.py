@@ -8,17 +8,15 @@
   follow the outstanding work ``w``: every satellite the rule allows moves in one decision, to training
   while the remaining rollout capacity still covers ``w`` (``w <= C_R - C_e`` per cell moved), back to
   rollout when it does not (``w > C_R``). Cells stay where they are across steps while the rule holds, and
-  a cell moved during a step is not moved back before the next one (hysteresis). Executions are never
-  interrupted: the router moves their sessions.
+  a cell that joined a step is not sent back before it ends (hysteresis). Executions are never interrupted:
+  the router moves their sessions. Details in ``ElasticPolicy``.
 
 Staleness. ``max_staleness`` batches of look-ahead may be in flight beyond the batch being generated.
 With ``stale_policy=keep`` (the default) every execution is trained however long it ran, corrected by the
 loss's importance weights, so long executions are not selected against. With ``drop`` an execution more
 than ``max_staleness`` versions old cannot be trained: ready ones are dropped when a step starts, and
-running ones are aborted (``AbortStale``) as soon as no step can take them, freeing their slots.
-
-Outstanding work ``w`` counts only executions that can still be trained: the running ones plus those the
-look-ahead still allows to be dispatched, capped at what the next batch needs.
+running ones are aborted (``AbortStale``) as soon as no step can take them, freeing their slots; what can
+no longer be trained counts neither in the look-ahead budget nor in the outstanding work.
 """
 
 from __future__ import annotations
