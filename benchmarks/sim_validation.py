@@ -93,6 +93,8 @@ def main() -> dict[str, float]:
         if policy != "colocate":
             overrides += [f"scheduler.max_staleness={sched['max_staleness']}",
                           f"scheduler.rollout_cells={sched['rollout_cells']}"]
+            if "stale_policy" in sched:  # logged by runs since the key moved to the scheduler group
+                overrides.append(f"scheduler.stale_policy={sched['stale_policy']}")
         simulated = float(np.mean([simulate(fitted_config(fitted, [*overrides, f"sim.seed={seed}"]), [policy])[0]
                                    .steady_step_s for seed in range(args.seeds)]))
         error = simulated / real["step_s"] - 1

@@ -47,7 +47,8 @@ def step_records(sim: Simulator) -> list[dict[str, Any]]:
             "cells/capacity": sim.cap,
             "group_size": sim.group_size,
             "scheduler": {"name": sim.sched.name, "batch_size": sim.sched.batch_size,
-                          "max_staleness": sim.sched.max_staleness, "rollout_cells": sim.sched.rollout_cells},
+                          "max_staleness": sim.sched.max_staleness, "stale_policy": sim.sched.stale_policy,
+                          "rollout_cells": sim.sched.rollout_cells},
         })
         previous_end = step["end"]
     return records

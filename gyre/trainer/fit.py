@@ -272,7 +272,8 @@ class Driver:
         metrics["group_size"] = self.cfg.group_size
         cfg = self.policy.cfg
         metrics["scheduler"] = {"name": self.policy.name, "batch_size": cfg.batch_size,
-                                "max_staleness": cfg.max_staleness, "rollout_cells": cfg.rollout_cells}
+                                "max_staleness": cfg.max_staleness, "stale_policy": cfg.stale_policy,
+                                "rollout_cells": cfg.rollout_cells}
         return metrics
 
     async def validate(self, step: int) -> dict[str, Any]:
