@@ -7,7 +7,8 @@ Modules, one job each: ``config`` (typed schema of conf/sim_config.yaml), ``work
 stream), ``rates`` (roofline decode and training FLOP models), ``rollout`` (sessions on rollout cells and
 their progress), ``training`` (one streaming training step), ``ledger`` (where cell-seconds went),
 ``engine`` (the event loop that consults the policy and applies its actions), ``world`` (what all policies
-share, and the ideal bound), ``run`` (one result per policy), ``result``/``report``/``metrics`` (outputs),
+share, and what an execution's work costs), ``run`` (one result per policy), ``compare`` (elastic against
+colocate and async at its best split, on equal work), ``result``/``report``/``metrics`` (outputs),
 ``calibrate`` (fit a preset from a real run's metrics).
 """
 
