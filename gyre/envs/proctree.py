@@ -25,13 +25,17 @@ def _stat_fields(pid: int) -> list[bytes] | None:
     return raw[close + 2 :].split()
 
 
-def parent_map() -> dict[int, int]:
-    """pid -> parent pid for every live, non-zombie process visible in /proc."""
+PAGE_BYTES = os.sysconf("SC_PAGE_SIZE")
+
+
+def process_table() -> tuple[dict[int, int], dict[int, int]]:
+    """(pid -> parent pid, pid -> resident bytes) for every live, non-zombie process visible in /proc."""
     parents: dict[int, int] = {}
+    resident: dict[int, int] = {}
     try:
         entries = os.scandir("/proc")
     except OSError:
-        return parents
+        return parents, resident
     with entries:
         for entry in entries:
             if not entry.name.isdigit():
@@ -39,16 +43,29 @@ def parent_map() -> dict[int, int]:
             fields = _stat_fields(int(entry.name))
             if fields is None or fields[0] in (b"Z", b"X"):
                 continue
-            parents[int(entry.name)] = int(fields[1])
-    return parents
+            pid = int(entry.name)
+            parents[pid] = int(fields[1])
+            resident[pid] = int(fields[21]) * PAGE_BYTES if len(fields) > 21 else 0  # rss, in pages
+    return parents, resident
 
 
-def descendants(root: int, parents: dict[int, int] | None = None) -> list[int]:
-    """All live descendants of ``root`` (not ``root`` itself), parents before children."""
-    parents = parent_map() if parents is None else parents
+def parent_map() -> dict[int, int]:
+    """pid -> parent pid for every live, non-zombie process visible in /proc."""
+    return process_table()[0]
+
+
+def children_map(parents: dict[int, int]) -> dict[int, list[int]]:
+    """parent pid -> its children, from a `parent_map` (build once when asking for many roots)."""
     children: dict[int, list[int]] = {}
     for pid, ppid in parents.items():
         children.setdefault(ppid, []).append(pid)
+    return children
+
+
+def descendants(root: int, parents: dict[int, int] | None = None, children: dict[int, list[int]] | None = None) -> list[int]:
+    """All live descendants of ``root`` (not ``root`` itself), parents before children."""
+    if children is None:
+        children = children_map(parent_map() if parents is None else parents)
     found: list[int] = []
     stack = list(children.get(root, ()))
     while stack:

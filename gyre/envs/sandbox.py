@@ -5,12 +5,18 @@ Two kinds, chosen by ``kind``:
 - ``bwrap`` (bubblewrap): a new mount, pid, network, ipc, uts and user namespace. The system (``/usr``,
   ``/bin``, ``/lib*``, a short list of ``/etc`` files) and the Python that runs Gyre (``sys.prefix`` and
   ``sys.base_prefix``, so tests can run ``python -m pytest``) are bound read-only; the workspace is the only
-  writable host folder; ``/tmp`` is a fresh tmpfs; no network unless ``network=True`` (a harness that must
-  reach the proxy asks for it); all capabilities dropped; ``--die-with-parent`` and ``--new-session``.
-  The workspace appears at its host path unless a ``workdir`` is given (``/app`` for Terminal-Bench),
-  so by default a path means the same thing inside and outside, and the same under both kinds.
+  writable host folder; ``/tmp`` and ``/dev/shm`` are fresh tmpfs of ``tmp_mb`` each; all capabilities
+  dropped; ``--die-with-parent`` and ``--new-session``. The command has its own network namespace (its
+  own loopback, nothing of the host's) unless ``network=True``, which shares the host's network and gives
+  that isolation up. A host service the command must reach (the proxy, for a harness) is given as a
+  `Forward`: a host Unix socket bound into the sandbox, exposed on the sandbox's own loopback by a small
+  forwarder (``_forward.py``) that runs the command. bwrap reads its options from a file descriptor
+  (``--args``), so ``/proc/1/cmdline`` inside shows no host path. The workspace appears at its host
+  path unless a ``workdir`` is given (``/app`` for Terminal-Bench), so by default a path means the same
+  thing inside and outside, and the same under both kinds.
 - ``process``: the fallback where bwrap is missing or refuses to run. Same limits, own session and
-  process group, killed as a tree. It does NOT isolate the file system or the network; a warning says so.
+  process group, killed as a tree. It does NOT isolate the file system or the network; a warning says so,
+  and it refuses a `Forward` (a model-using harness) unless ``allow_unisolated=True``.
 
 ``auto`` picks bwrap when ``bwrap`` is on PATH and a probe run succeeds, else process.
 
@@ -18,10 +24,17 @@ Limits:
 - ``cpu_seconds``: RLIMIT_CPU per process (SIGXCPU, then SIGKILL one second later).
 - ``memory_mb``: RLIMIT_AS per process (address space; generous for runtimes that reserve a lot, such as
   node, so raise it for harness processes).
-- ``max_processes``: a pids cgroup when one can be created (hard limit, binds root too; counts threads);
-  RLIMIT_NPROC when not root; and always a watchdog that counts the command's processes every
-  ``WATCHDOG_INTERVAL`` seconds and kills the whole tree past the limit (the only guard for root without
-  cgroups, since the kernel exempts root from RLIMIT_NPROC).
+- ``max_processes``: a pids cgroup when one can be created (hard limit, binds root too; counts threads;
+  the first refused fork kills the tree); RLIMIT_NPROC when not root; and always a watchdog that counts
+  the command's processes every ``WATCHDOG_INTERVAL`` seconds and kills the whole tree past the limit
+  (the only guard for root without cgroups, since the kernel exempts root from RLIMIT_NPROC).
+- ``total_memory_mb``: resident memory of all the command's processes together, summed by the watchdog
+  every ``WATCHDOG_INTERVAL`` (pages shared between processes count once per process, so it errs high);
+  past it the tree is killed (limit ``memory``).
+- ``disk_mb``: disk used by the command's writable host folders (workspace, writable mounts, the process
+  kind's private /tmp), walked every ``DISK_INTERVAL`` seconds or more (a walk may take at most 1% of
+  the time); past it the tree is killed (limit ``disk``). Also the largest file a process may write
+  (RLIMIT_FSIZE), so one file cannot outrun the walk.
 - ``max_output_bytes``: per stream; beyond it the head and the tail are kept with a marker between and
   ``truncated=True`` is set. Never silent.
 - ``timeout``: wall clock; the whole tree is killed and ``timed_out=True``. Nothing is left running when
@@ -54,11 +67,15 @@ from typing import Any
 from gyre.envs import proctree
 from gyre.envs.cgroup import PidsCgroup
 from gyre.envs.errors import SandboxError
+from gyre.envs.usage import disk_bytes
 
 log = logging.getLogger(__name__)
 
 KINDS = ("auto", "bwrap", "process")
 WATCHDOG_INTERVAL = 0.05
+DISK_INTERVAL = 2.0  # seconds between two walks of a command's writable folders, at least
+FORWARD_DIR = "/run/gyre"  # where a Forward's socket folder and the forwarder appear inside bwrap
+FORWARDER = Path(__file__).with_name("_forward.py")
 # /etc entries a command usually needs (name lookup, the dynamic linker, TLS roots, locale, git).
 ETC_ENTRIES = (
     "passwd",
@@ -107,6 +124,19 @@ class Mount:
     writable: bool = False
 
 
+@dataclass(frozen=True)
+class Forward:
+    """A host service the sandboxed command reaches at ``host:port`` on its own loopback: connections there
+    are relayed to the Unix socket ``socket`` on the host (whose listener decides what gets through).
+
+    Under the process kind (no network namespace) the command reaches ``host:port`` of the host directly,
+    and only with ``allow_unisolated``."""
+
+    socket: str
+    host: str
+    port: int
+
+
 @dataclass
 class SandboxResult:
     """What a sandboxed command did. ``returncode`` is negative for a signal, as in subprocess."""
@@ -117,7 +147,7 @@ class SandboxResult:
     timed_out: bool
     truncated: bool
     duration: float
-    limit: str | None = None  # "timeout" | "max_processes" | None: which limit stopped the command
+    limit: str | None = None  # "timeout" | "max_processes" | "memory" | "disk" | "cpu_seconds" | None
     kind: str = ""
 
     @property
@@ -173,7 +203,8 @@ class Launch:
     `Sandbox.run` uses it; a harness that must stream or await a long process can spawn
     ``launch.argv`` itself (``env=launch.env, cwd=launch.cwd, start_new_session=True``), then call
     `attach` with the pid, `kill` to stop everything, `exited` once it has reaped the process, and
-    `close` when done. After `exited` no signal is sent to the (possibly reused) pid any more.
+    `close` when done. After `exited` no signal is sent to the (possibly reused) pid any more. Spawn it
+    with ``pass_fds=launch.pass_fds`` (bwrap reads its options from one).
     `kill` and `close` block until the processes are gone (normally milliseconds, at most ~10 s):
     from an event loop, call them with ``asyncio.to_thread``.
     """
@@ -190,6 +221,10 @@ class Launch:
         max_processes: int | None,
         private_tmp: str | None,
         preexec: Any = None,
+        pass_fds: tuple[int, ...] = (),
+        memory_limit: int | None = None,
+        disk_limit: int | None = None,
+        writable: tuple[str, ...] = (),
     ) -> None:
         self.argv = argv
         self.env = env
@@ -200,6 +235,12 @@ class Launch:
         self.max_processes = max_processes
         self.private_tmp = private_tmp
         self.preexec = preexec
+        self.pass_fds = pass_fds  # inherited by the spawned process (bwrap's --args), closed by `close`
+        self.memory_limit = memory_limit  # bytes of resident memory of the whole tree
+        self.disk_limit = disk_limit  # bytes on disk under ``writable``
+        self.writable = writable
+        self.disk_used = 0  # at the last walk
+        self._next_disk_check = 0.0
         self.pid: int | None = None
         self.limit_hit: str | None = None
         self.forks_refused = 0  # forks the cgroup refused (pids.max reached), read at close
@@ -229,6 +270,7 @@ class Launch:
                 start_new_session=True,
                 preexec_fn=self.preexec,  # noqa: PLW1509 - None unless prlimit is missing (see _limit_prefix)
                 close_fds=True,
+                pass_fds=self.pass_fds,
             )
         except OSError as exc:
             self.close()
@@ -241,19 +283,40 @@ class Launch:
         self.pid = pid
         _WATCHDOG.register(self)
 
-    def watch(self, parents: dict[int, int]) -> None:
-        """Called by the watchdog: enforce max_processes where no cgroup does it for us."""
-        if self.pid is None or self._closed:
+    def watch(self, parents: dict[int, int], children: dict[int, list[int]], resident: dict[int, int]) -> None:
+        """Called by the watchdog: enforce the limits no kernel mechanism enforces for us (processes
+        without a cgroup, resident memory of the tree, disk), and end the command on a refused fork."""
+        if self.pid is None or self._closed or self._reaped or self.limit_hit is not None:
             return
         if self.kind == "bwrap" and not self._inits:
-            self._inits = [pid for pid, ppid in parents.items() if ppid == self.pid]
-        if self.cgroup is not None or self.max_processes is None:
+            self._inits = list(children.get(self.pid, ()))
+        if self.cgroup is not None and self.max_processes is not None and self.cgroup.events_max() > 0:
+            self._stop("max_processes", f"a fork was refused at max_processes={self.max_processes}")
             return
-        count = len(proctree.descendants(self.pid, parents))
-        if count > self.max_processes:
-            log.warning("sandbox: %d processes > max_processes=%d; killing the tree", count, self.max_processes)
-            self.limit_hit = "max_processes"
-            self.kill()
+        tree: list[int] | None = None
+        if self.cgroup is None and self.max_processes is not None:
+            tree = proctree.descendants(self.pid, children=children)
+            if len(tree) > self.max_processes:
+                self._stop("max_processes", f"{len(tree)} processes > max_processes={self.max_processes}")
+                return
+        if self.memory_limit is not None:
+            tree = proctree.descendants(self.pid, children=children) if tree is None else tree
+            used = sum(resident.get(pid, 0) for pid in tree)
+            if used > self.memory_limit:
+                self._stop("memory", f"{used >> 20} MiB resident > total_memory_mb={self.memory_limit >> 20}")
+                return
+        if self.disk_limit is not None and time.monotonic() >= self._next_disk_check:
+            began = time.monotonic()
+            self.disk_used = disk_bytes(self.writable)
+            spent = time.monotonic() - began
+            self._next_disk_check = began + max(DISK_INTERVAL, 100 * spent)  # walks take <= 1% of the time
+            if self.disk_used > self.disk_limit:
+                self._stop("disk", f"{self.disk_used >> 20} MiB on disk > disk_mb={self.disk_limit >> 20}")
+
+    def _stop(self, limit: str, why: str) -> None:
+        log.warning("sandbox: %s; killing the command", why)
+        self.limit_hit = limit
+        self.kill()
 
     def kill(self) -> None:
         """SIGKILL everything the command started and wait until it is gone.
@@ -310,6 +373,12 @@ class Launch:
             self.cgroup.remove()
         if self.private_tmp:
             shutil.rmtree(self.private_tmp, ignore_errors=True)
+        for fd in self.pass_fds:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        self.pass_fds = ()
 
 
 class _Watchdog:
@@ -338,10 +407,11 @@ class _Watchdog:
                 if not launches:
                     self._thread = None
                     return
-            parents = proctree.parent_map()
+            parents, resident = proctree.process_table()
+            children = proctree.children_map(parents)
             for launch in launches:
                 try:
-                    launch.watch(parents)
+                    launch.watch(parents, children, resident)
                 except Exception:  # never let one launch kill the watchdog of all others
                     log.exception("sandbox watchdog failed on a launch")
             time.sleep(WATCHDOG_INTERVAL)
@@ -374,11 +444,17 @@ class Sandbox:
     cgroup: bool = True
     cgroup_root: str | None = None
     nice: int = 0
+    total_memory_mb: int | None = 8192
+    disk_mb: int | None = 8192
+    tmp_mb: int | None = 1024
+    allow_unisolated: bool = False
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
             raise ValueError(f"Sandbox.kind must be one of {KINDS}, got {self.kind!r}")
-        for name in ("cpu_seconds", "memory_mb", "max_processes"):
+        if not isinstance(self.allow_unisolated, bool):
+            raise TypeError(f"Sandbox.allow_unisolated must be true or false, got {self.allow_unisolated!r}")
+        for name in ("cpu_seconds", "memory_mb", "max_processes", "total_memory_mb", "disk_mb", "tmp_mb"):
             value = getattr(self, name)
             if value is not None and value <= 0:
                 raise ValueError(f"Sandbox.{name} must be > 0 or None, got {value}")
@@ -438,6 +514,24 @@ class Sandbox:
         )
         return "process"
 
+    def unisolated_refusal(self) -> str | None:
+        """Why a model-using harness (an untrusted agent that must reach the proxy) may not run in this
+        sandbox, or None when it may: the process kind isolates nothing, so it needs the user's opt-in."""
+        if self.resolved_kind() != "process" or self.allow_unisolated:
+            return None
+        why = "env.sandbox.kind=process" if self.kind == "process" else f"bubblewrap is unavailable: {bwrap_problem()}"
+        return (
+            f"refusing to run a model-using harness in the process sandbox ({why}): it isolates neither the "
+            "network nor the file system, so the agent could reach this machine's services (Ray, the driver, "
+            "the proxy's other routes) and other executions' files. Install bubblewrap "
+            "(apt-get install -y bubblewrap; sandboxes use it by default), or set "
+            "env.sandbox.allow_unisolated=true to run the agent unisolated anyway."
+        )
+
+    def isolates_network(self) -> bool:
+        """True when a command gets its own network namespace here (a host service must be forwarded)."""
+        return self.resolved_kind() == "bwrap" and not self.network
+
     # ------------------------------------------------------------------ building a launch
 
     def prepare(
@@ -450,17 +544,28 @@ class Sandbox:
         workdir: str | None = None,
         cwd: str | None = None,
         network: bool | None = None,
+        forward: Forward | None = None,
     ) -> Launch:
         """Build (but do not start) the sandboxed command.
 
         ``command`` is a shell string (run by bash, else sh) or an argv list. ``workdir`` is where the
         workspace appears inside a bwrap sandbox (host path when None). ``cwd`` is a folder relative to
         the workspace to start in. ``env`` is added to a clean environment (the host's is not inherited).
+        ``network`` overrides ``self.network``; ``forward`` makes one host service reachable (see
+        `Forward`): the process kind refuses it unless ``allow_unisolated``.
         """
         workspace_path = Path(workspace).absolute()
         if not workspace_path.is_dir():
             raise SandboxError(f"sandbox workspace {workspace_path} is not a folder")
         kind = self.resolved_kind()
+        share_net = self.network if network is None else network
+        if forward is not None and kind == "process":
+            refusal = self.unisolated_refusal()
+            if refusal is not None:
+                raise SandboxError(refusal)
+            forward = None  # opted in: the command reaches the service's host address directly
+        if forward is not None and share_net:
+            forward = None  # the host's network is shared: the address is reachable as it is
         if workdir is not None and not os.path.isabs(workdir):
             raise SandboxError(f"sandbox workdir must be absolute, got {workdir!r}")
         inner_ws = workdir if (kind == "bwrap" and workdir) else str(workspace_path)
@@ -478,9 +583,17 @@ class Sandbox:
 
         # Everything that can fail is checked above; only now take resources that need cleaning up.
         limit_argv, preexec = self._limit_prefix()
+        pass_fds: tuple[int, ...] = ()
         if kind == "bwrap":
             inner_cwd = inner_ws if not cwd else os.path.join(inner_ws, cwd)
-            body = limit_argv + self._bwrap_args(workspace_path, inner_ws, mounts, inner_cwd, network) + command_argv
+            options = self._bwrap_args(workspace_path, inner_ws, mounts, inner_cwd, share_net, forward)
+            if forward is not None:
+                inner_socket = f"{FORWARD_DIR}/net/{os.path.basename(forward.socket)}"
+                forwarder = [sys.executable, "-I", "-S", f"{FORWARD_DIR}/forward.py", forward.host, str(forward.port), inner_socket, "--"]
+                command_argv = forwarder + command_argv
+            args_fd = _args_fd(options)  # read by bwrap: its options stay out of every cmdline
+            pass_fds = (args_fd,)
+            body = limit_argv + [shutil.which("bwrap") or "bwrap", "--args", str(args_fd), "--"] + command_argv
             host_cwd, private_tmp = "/", None
         else:
             supervisor = [sys.executable, "-S", "-E", str(Path(__file__).with_name("_supervise.py"))]
@@ -489,15 +602,20 @@ class Sandbox:
             private_tmp = tempfile.mkdtemp(prefix="gyre-sbx-tmp-")
             _warn_once("process", "process sandbox: commands can write outside the workspace and use the network")
         full_env = self._environment(inner_ws, "/tmp" if kind == "bwrap" else private_tmp, env)
+        # Gyre's own processes and threads in the tree: bwrap's two, the forwarder (and its relay thread).
+        own_processes = (2 if kind == "bwrap" else 0) + (1 if forward is not None else 0)
         cgroup = None
         if self.max_processes is not None and self.cgroup:
-            cgroup = PidsCgroup.create(self.max_processes + 4, self.cgroup_root)  # +4: bwrap's own processes
+            cgroup = PidsCgroup.create(self.max_processes + 4 + 2 * (forward is not None), self.cgroup_root)
         argv = body
         if cgroup is not None:  # join the cgroup before anything else runs, so every descendant is in it
             argv = ["/bin/sh", "-c", 'echo $$ > "$0" && exec "$@"', str(cgroup.procs_file), *body]
         max_watch = None
         if self.max_processes is not None:
-            max_watch = self.max_processes + (2 if kind == "bwrap" else 0)
+            max_watch = self.max_processes + own_processes
+        writable = [str(workspace_path)] + [os.path.abspath(m.source) for m in mounts if m.writable]
+        if private_tmp:
+            writable.append(private_tmp)
         return Launch(
             argv=argv,
             env=full_env,
@@ -508,6 +626,10 @@ class Sandbox:
             max_processes=max_watch,
             private_tmp=private_tmp,
             preexec=preexec,
+            pass_fds=pass_fds,
+            memory_limit=None if self.total_memory_mb is None else self.total_memory_mb << 20,
+            disk_limit=None if self.disk_mb is None else self.disk_mb << 20,
+            writable=tuple(dict.fromkeys(writable)),
         )
 
     def _environment(self, inner_ws: str, inner_tmp: str | None, extra: Mapping[str, str] | None) -> dict[str, str]:
@@ -535,6 +657,8 @@ class Sandbox:
         if self.memory_mb is not None:
             size = int(self.memory_mb) * 1024 * 1024
             limits["as"] = (size, size)
+        if self.disk_mb is not None:
+            limits["fsize"] = (self.disk_mb << 20, self.disk_mb << 20)  # one file cannot outrun the disk walk
         if self.max_processes is not None and os.geteuid() != 0:
             # Non-root: RLIMIT_NPROC counts all of this user's processes, so allow the ones running now.
             allowed = self.max_processes + _user_process_count(os.getuid()) + 8
@@ -553,6 +677,7 @@ class Sandbox:
             "as": resource.RLIMIT_AS,
             "nproc": resource.RLIMIT_NPROC,
             "core": resource.RLIMIT_CORE,
+            "fsize": resource.RLIMIT_FSIZE,
         }
 
         def preexec() -> None:  # pragma: no cover - runs in the child
@@ -568,14 +693,18 @@ class Sandbox:
         inner_ws: str,
         mounts: Sequence[Mount],
         inner_cwd: str,
-        network: bool | None,
+        share_net: bool,
+        forward: Forward | None,
     ) -> list[str]:
-        args = [shutil.which("bwrap") or "bwrap", "--die-with-parent", "--new-session", "--unshare-all"]
-        if self.network if network is None else network:
+        """bwrap's options (everything before the command)."""
+        args = ["--die-with-parent", "--new-session", "--unshare-all"]
+        if share_net:
             args.append("--share-net")
         if os.geteuid() == 0:
             args += ["--cap-drop", "ALL"]
-        args += ["--hostname", "sandbox", "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--tmpfs", "/dev/shm"]
+        args += ["--hostname", "sandbox", "--proc", "/proc", "--dev", "/dev"]
+        size = ["--size", str(self.tmp_mb << 20)] if self.tmp_mb is not None and _bwrap_has_size() else []
+        args += [*size, "--tmpfs", "/tmp", *size, "--tmpfs", "/dev/shm"]
         args += ["--ro-bind", "/usr", "/usr"]
         for name in TOP_LEVEL_SYSTEM:
             top = Path("/") / name
@@ -594,7 +723,10 @@ class Sandbox:
                 raise SandboxError(f"sandbox mount source {source} does not exist")
             target = mount.target or source
             args += ["--bind" if mount.writable else "--ro-bind", source, target]
-        args += ["--chdir", inner_cwd, "--"]
+        if forward is not None:
+            folder = os.path.dirname(os.path.abspath(forward.socket))
+            args += ["--ro-bind", folder, f"{FORWARD_DIR}/net", "--ro-bind", str(FORWARDER), f"{FORWARD_DIR}/forward.py"]
+        args += ["--chdir", inner_cwd]
         return args
 
     # ------------------------------------------------------------------ running
@@ -707,6 +839,31 @@ def _collect(
         proc.wait()
         launch.exited()
     return out, err, timed_out
+
+
+def _args_fd(options: Sequence[str]) -> int:
+    """An anonymous in-memory file holding NUL-separated ``options``, at offset 0, for ``bwrap --args``."""
+    fd = os.memfd_create("gyre-bwrap-args")  # close-on-exec: only the launch's pass_fds hands it over
+    os.write(fd, b"".join(option.encode() + b"\0" for option in options))
+    os.lseek(fd, 0, os.SEEK_SET)
+    return fd
+
+
+_BWRAP_SIZE: dict[str, bool] = {}
+
+
+def _bwrap_has_size() -> bool:
+    """Whether this bwrap knows ``--size`` (0.5 and later): a bounded tmpfs."""
+    exe = shutil.which("bwrap") or "bwrap"
+    if exe not in _BWRAP_SIZE:
+        try:
+            done = subprocess.run([exe, "--help"], capture_output=True, text=True, timeout=10, check=False)
+            _BWRAP_SIZE[exe] = "--size" in done.stdout + done.stderr
+        except (OSError, subprocess.TimeoutExpired):
+            _BWRAP_SIZE[exe] = False
+        if not _BWRAP_SIZE[exe]:
+            _warn_once("size", "this bubblewrap has no --size: the sandbox's /tmp is not bounded by tmp_mb")
+    return _BWRAP_SIZE[exe]
 
 
 def _user_process_count(uid: int) -> int:

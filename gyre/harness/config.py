@@ -76,6 +76,7 @@ class ExecutionConfig:
     keep_workspaces: bool = True  # False: delete workspace after scoring (the log and control files stay)
     harness_memory_mb: int | None = None  # address-space limit of harness processes (None: sandbox's, or none for node)
     log_max_bytes: int = 20_000_000  # harness stdout+stderr kept (head and tail) in harness.log
+    output_limit_mb: float | None = 256.0  # harness output past which the execution stops (output_limit)
 
     def __post_init__(self) -> None:
         checks = {
@@ -86,6 +87,7 @@ class ExecutionConfig:
             "eval_retries": self.eval_retries >= 0,
             "harness_memory_mb": self.harness_memory_mb is None or self.harness_memory_mb > 0,
             "log_max_bytes": self.log_max_bytes >= 1024,
+            "output_limit_mb": self.output_limit_mb is None or self.output_limit_mb > 0,
         }
         bad = [name for name, ok in checks.items() if not ok]
         if bad:

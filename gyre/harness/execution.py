@@ -4,17 +4,23 @@ Steps (`ExecutionRunner.run`):
 
 1. materialise the task's workspace in ``<run_dir>/<execution id>/workspace`` (and apply an optional
    ``prepare`` hook: resuming from saved work, or seeding a partial solution in tests);
-2. mint an API key on the proxy (harnesses that use a model);
-3. start the harness in the sandbox (own session and process group; the network is shared only so it
-   can reach the proxy), with ``HOME`` and generated configs in ``<execution>/control``, its output in
-   ``<execution>/harness.log``;
+2. mint an API key on the proxy (harnesses that use a model), and open the execution's gate
+   (`gyre.harness.gate`): a Unix socket that lets through only the proxy's API routes with that key;
+3. start the harness in the sandbox (own session and process group, own network namespace: the gate's
+   socket, forwarded onto the sandbox's loopback at the proxy's address, is all it can reach), with
+   ``HOME`` and generated configs in ``<execution>/control``, its output in ``<execution>/harness.log``;
 4. stop it (SIGTERM, then SIGKILL after ``grace_s``) past the time limit or once ``max_calls`` calls are
-   recorded (the key is closed first, so no further call gets through);
+   recorded (the key is closed first, so no further call gets through); resource exhaustion (processes,
+   memory, disk, an output flood) kills it at once;
 5. close the key and collect every recorded call;
 6. score the preserved workspace, whatever the status: hidden tests are installed only now.
 
-Status: ``finished`` (the harness ended normally), ``timeout`` (a limit stopped it: time or calls; the
-detail's ``stop_reason`` says which) or ``crashed`` (it failed, or could not start). The reward detail
+Status: ``finished`` (the harness ended normally), ``timeout`` (a limit stopped it; the detail's
+``stop_reason`` says which: ``time_limit``, ``max_calls``, ``output_limit``, ``max_processes``, ``memory``,
+``disk``) or ``crashed`` (it failed, or could not start).
+
+A model-using harness needs a sandbox that isolates it: the runner refuses the process kind unless
+``env.sandbox.allow_unisolated`` (`Sandbox.unisolated_refusal`). The reward detail
 carries ``unscorable``: True when the evaluation failed on every retry, or the workspace could not even
 be made; such executions are left out of training (see `is_scorable`). Other keys: ``passed``,
 ``total``, ``fraction`` (partial credit), ``tests`` (the scorer's detail), ``stop_reason``,
@@ -36,9 +42,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from gyre.envs import Mount
+from gyre.envs import Mount, SandboxError
+from gyre.envs.sandbox import Forward
 from gyre.harness.config import ExecutionConfig, HarnessConfig
 from gyre.harness.endpoint import ModelEndpoint
+from gyre.harness.gate import Gate, GateServer, upstream_of
 from gyre.harness.harnesses import Harness, InlineHarness, LaunchContext, ProcessHarness
 from gyre.harness.process import ProcessOutcome, run_process
 from gyre.harness.scoring import ScoreOutcome, score_workspace
@@ -90,11 +98,26 @@ class ExecutionRunner:
     ) -> None:
         if harness.uses_model and endpoint is None:
             raise ValueError(f"harness {harness.name!r} talks to a model: give the runner an endpoint (the proxy)")
+        if harness.uses_model:
+            refusal = sandbox.unisolated_refusal()
+            if refusal is not None:
+                raise SandboxError(f"harness {harness.name!r}: {refusal}")
         self.harness = harness
         self.sandbox = sandbox
         self.harness_config = harness_config
         self.config: ExecutionConfig = harness_config.execution
         self.endpoint = endpoint
+        self._gates: GateServer | None = None
+        if harness.uses_model and endpoint is not None:
+            self.upstream = upstream_of(endpoint.openai_base_url)
+            if upstream_of(endpoint.anthropic_base_url) != self.upstream:
+                raise ValueError("the endpoint's OpenAI and Anthropic base URLs must name the same host and port")
+
+    def gates(self) -> GateServer:
+        """The gates of this runner's executions (one thread, started on first use)."""
+        if self._gates is None:
+            self._gates = GateServer(*self.upstream)
+        return self._gates
 
     async def run(
         self,
@@ -171,6 +194,7 @@ class ExecutionRunner:
         key = await asyncio.to_thread(endpoint.open, execution_id) if endpoint is not None else ""
         deadline = time.monotonic() + time_limit
         calls: list[CallRecord] = []
+        gate: Gate | None = None
         try:
             (control / "home").mkdir()
             (control / "instruction.md").write_text(task.instruction, encoding="utf-8")
@@ -192,7 +216,11 @@ class ExecutionRunner:
             command = harness.command(ctx)
             sandbox = self._harness_sandbox(command.memory_mb, command.ro_paths, time_limit)
             env = {"HOME": f"{inner_control}/home", **command.env}
-            launch = sandbox.prepare(command.argv, workspace, env=env, mounts=[mount], workdir=task.workdir, network=harness.uses_model)
+            forward = None
+            if endpoint is not None and sandbox.isolates_network():
+                gate = await asyncio.to_thread(self.gates().open, key)
+                forward = Forward(gate.socket_path, *self.upstream)
+            launch = sandbox.prepare(command.argv, workspace, env=env, mounts=[mount], workdir=task.workdir, forward=forward)
 
             def should_stop() -> str | None:
                 if endpoint is not None and max_calls is not None and endpoint.calls(execution_id) >= max_calls:
@@ -208,6 +236,7 @@ class ExecutionRunner:
                 poll_s=self.config.poll_s,
                 grace_s=self.config.grace_s,
                 log_max_bytes=self.config.log_max_bytes,
+                output_limit_bytes=None if self.config.output_limit_mb is None else int(self.config.output_limit_mb * 2**20),
             )
         except Exception as error:  # noqa: BLE001 - could not start (bad config, sandbox failure): a crash, still scored
             log.error("execution %s: harness %s failed to run: %s", execution_id, harness.name, error)
@@ -223,6 +252,11 @@ class ExecutionRunner:
             )
             status = "timeout" if outcome.stop_reason != "exited" else harness.status(outcome.returncode)
         finally:
+            if gate is not None:
+                detail["gate"] = {"relayed": gate.stats.relayed, "refused": dict(gate.stats.refused),
+                                  "refused_routes": gate.stats.refused_routes,
+                                  "connections_over_limit": gate.stats.connections_over_limit}
+                await asyncio.to_thread(gate.close)
             if endpoint is not None:
                 calls = await asyncio.to_thread(endpoint.close, key, execution_id)
         return status, calls

@@ -8,6 +8,11 @@ Stopping is graceful first: SIGTERM to every process of the tree (a CLI such as 
 flush its state), then, after ``grace_s``, `Launch.kill` (SIGKILL of the whole sandbox: under bwrap the
 pid namespace dies with it). Either way nothing is left running when `run_process` returns, even when
 the awaiting task is cancelled.
+
+Resource exhaustion ends the run at once (SIGKILL, no grace), named in ``stop_reason``: the sandbox's
+watchdog kills the tree on ``max_processes``, ``memory`` (resident memory of the tree) or ``disk`` (its
+writable folders), and an output flood past ``output_limit_bytes`` is ``output_limit`` (reading stops
+there, so the flooding process blocks on its pipe until it is killed).
 """
 
 from __future__ import annotations
@@ -32,7 +37,8 @@ StopCheck = Callable[[], str | None]
 @dataclass
 class ProcessOutcome:
     """How the process ended. ``stop_reason``: ``exited`` (on its own) or the limit that stopped it
-    (``time_limit``, ``max_calls``). ``returncode`` is negative for a signal, as in subprocess."""
+    (``time_limit``, ``max_calls``, ``output_limit``, ``max_processes``, ``memory``, ``disk``).
+    ``returncode`` is negative for a signal, as in subprocess."""
 
     returncode: int
     stop_reason: str
@@ -88,11 +94,13 @@ async def run_process(
     poll_s: float = 0.2,
     grace_s: float = 10.0,
     log_max_bytes: int = 20_000_000,
+    output_limit_bytes: int | None = None,
 ) -> ProcessOutcome:
     """Start ``launch``, pump its stdout+stderr into ``log_path``, and stop it past ``deadline``
-    (``time.monotonic()`` clock) or when ``should_stop()`` names a reason."""
+    (``time.monotonic()`` clock), when ``should_stop()`` names a reason, or on a resource limit."""
     start = time.monotonic()
     sink = LogSink(log_path, log_max_bytes)
+    flooded: asyncio.Future[None] = asyncio.get_running_loop().create_future()
     proc: asyncio.subprocess.Process | None = None
     pump: asyncio.Future[None] | None = None
     try:
@@ -105,10 +113,11 @@ async def run_process(
             stderr=subprocess.STDOUT,
             start_new_session=True,
             preexec_fn=launch.preexec,
+            pass_fds=launch.pass_fds,
         )
         launch.attach(proc.pid)
         assert proc.stdout is not None
-        pump = asyncio.ensure_future(_pump(proc.stdout, sink))
+        pump = asyncio.ensure_future(_pump(proc.stdout, sink, output_limit_bytes, flooded))
         waiter = asyncio.ensure_future(proc.wait())
         reason = "exited"
         while not waiter.done():
@@ -116,15 +125,20 @@ async def run_process(
             if now >= deadline:
                 reason = "time_limit"
                 break
-            await asyncio.wait({waiter}, timeout=min(poll_s, deadline - now))
+            await asyncio.wait({waiter, flooded}, timeout=min(poll_s, deadline - now), return_when=asyncio.FIRST_COMPLETED)
+            if flooded.done():
+                reason = "output_limit"
+                break
             if not waiter.done():
                 reason = should_stop() or reason
                 if reason != "exited":
                     break
         killed = False
         if not waiter.done():
-            killed = await _stop(launch, waiter, grace_s)
+            killed = await _stop(launch, waiter, 0.0 if reason == "output_limit" else grace_s)
         returncode = await waiter
+        if launch.limit_hit is not None and reason == "exited":
+            reason, killed = launch.limit_hit, True  # the sandbox's watchdog killed it
         await _finish_pump(pump)
         return ProcessOutcome(returncode, reason, time.monotonic() - start, killed, sink.truncated)
     finally:
@@ -155,12 +169,16 @@ async def _stop(launch: Launch, waiter: asyncio.Future[int], grace_s: float) -> 
     return True
 
 
-async def _pump(stream: asyncio.StreamReader, sink: LogSink) -> None:
+async def _pump(stream: asyncio.StreamReader, sink: LogSink, limit: int | None, flooded: asyncio.Future[None]) -> None:
     while True:
         data = await stream.read(65536)
         if not data:
             return
         sink.feed(data)
+        if limit is not None and sink.total > limit:
+            if not flooded.done():
+                flooded.set_result(None)
+            return  # stop reading: the flood blocks on its full pipe until the process is killed
 
 
 async def _finish_pump(pump: asyncio.Future[None]) -> None:

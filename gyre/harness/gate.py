@@ -1,0 +1,296 @@
+"""The host end of an execution's way to the proxy: a Unix socket that lets through only API calls made
+with that execution's own key.
+
+An agent's sandbox has its own network namespace (nothing of the host's network is reachable); the one
+socket bound into it is its gate's (`Gate.socket_path`), and a forwarder inside (`gyre.envs._forward`)
+exposes it on the sandbox's own loopback at the proxy's address, so harnesses use the URLs they are given.
+The agent can talk to the socket directly, so every rule is enforced here, on the host:
+
+- each request is parsed (h11) and must be one of the proxy's API routes (`API_ROUTES`, exact paths; a
+  query string is allowed), in origin form, carrying the execution's key in every credential header;
+  anything else gets a JSON error naming the problem and the connection is closed;
+- an accepted request is re-sent to the proxy with ``connection: close`` (one request per connection:
+  nothing can be smuggled behind it) and the response is relayed back as it comes (streams included);
+  a client that goes away closes the upstream connection, so the proxy aborts the call;
+- request heads must arrive within ``head_timeout_s`` and body bytes keep coming within it (slow
+  clients cannot hold connections forever), and an execution has at most ``max_connections`` at once
+  (more are closed on accept), so one sandbox cannot exhaust the host's descriptors.
+
+All gates of a process run on one private event loop thread, started on first use.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import shutil
+import tempfile
+import threading
+from collections import Counter
+from collections.abc import Coroutine
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit
+
+import h11
+
+log = logging.getLogger(__name__)
+
+API_ROUTES = frozenset(
+    {
+        ("POST", "/v1/chat/completions"),
+        ("POST", "/v1/completions"),
+        ("POST", "/v1/responses"),
+        ("POST", "/v1/messages"),
+        ("POST", "/v1/messages/count_tokens"),
+        ("GET", "/v1/models"),
+    }
+)
+SOCKET_NAME = "proxy.sock"
+MAX_HEAD_BYTES = 65536
+# Hop-by-hop and framing headers: the gate sets framing and ``connection`` itself.
+DROPPED_HEADERS = frozenset(
+    {b"connection", b"keep-alive", b"proxy-connection", b"te", b"trailer", b"upgrade", b"expect",
+     b"transfer-encoding", b"content-length"}
+)
+_REASONS = {400: "Bad Request", 401: "Unauthorized", 404: "Not Found", 408: "Request Timeout", 502: "Bad Gateway"}
+
+
+class Refused(Exception):
+    """A request the gate does not let through: answered with ``status`` and ``message``."""
+
+    def __init__(self, status: int, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.reason = reason  # counted in `GateStats.refused`
+        self.message = message
+
+
+@dataclass
+class GateStats:
+    """What one gate saw: requests relayed, refused (by reason), connections closed on accept."""
+
+    relayed: int = 0
+    refused: Counter = field(default_factory=Counter)
+    refused_routes: list[str] = field(default_factory=list)  # the first few "METHOD target" refused
+    connections_over_limit: int = 0
+    active: int = 0
+
+
+def upstream_of(base_url: str) -> tuple[str, int]:
+    """(host, port) of an ``http://host:port[/v1]`` base URL."""
+    parts = urlsplit(base_url)
+    if parts.scheme != "http" or not parts.hostname or parts.port is None:
+        raise ValueError(f"the proxy's base URL must be http://HOST:PORT[/...], got {base_url!r}")
+    return parts.hostname, parts.port
+
+
+_loop: asyncio.AbstractEventLoop | None = None
+_loop_lock = threading.Lock()
+
+
+def _run(coroutine: Coroutine[Any, Any, Any]) -> Any:
+    """Run ``coroutine`` on the gates' loop and wait for it (from any thread but that loop's)."""
+    global _loop
+    with _loop_lock:
+        if _loop is None:
+            _loop = asyncio.new_event_loop()
+            threading.Thread(target=_loop.run_forever, name="gyre-gate", daemon=True).start()
+    return asyncio.run_coroutine_threadsafe(coroutine, _loop).result()
+
+
+class GateServer:
+    """Opens gates to one upstream proxy (``upstream_host:upstream_port``)."""
+
+    def __init__(self, upstream_host: str, upstream_port: int, *, head_timeout_s: float = 60.0, max_connections: int = 32) -> None:
+        self.upstream = (upstream_host, upstream_port)
+        self.head_timeout_s = head_timeout_s
+        self.max_connections = max_connections
+
+    def open(self, key: str) -> Gate:
+        """A fresh gate for the execution whose key is ``key`` (blocking; call from a worker thread)."""
+        folder = tempfile.mkdtemp(prefix="gyre-gate-")  # short: a socket path must fit in 108 bytes
+        gate = Gate(self, key, folder)
+        try:
+            gate._server = _run(asyncio.start_unix_server(gate._serve, path=gate.socket_path))
+        except BaseException:
+            shutil.rmtree(folder, ignore_errors=True)
+            raise
+        return gate
+
+
+class Gate:
+    """One execution's socket (``socket_path`` in the folder ``folder``, bound into its sandbox)."""
+
+    def __init__(self, server: GateServer, key: str, folder: str) -> None:
+        self.server = server
+        self.key = key
+        self.folder = folder
+        self.socket_path = os.path.join(folder, SOCKET_NAME)
+        self.stats = GateStats()
+        self._server: asyncio.AbstractServer | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._closed = False
+
+    def close(self) -> None:
+        """Stop accepting, cut every open connection and remove the socket. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            if self._server is not None:
+                _run(self._shut())
+        finally:
+            shutil.rmtree(self.folder, ignore_errors=True)
+
+    async def _shut(self) -> None:
+        assert self._server is not None
+        self._server.close()
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    # ------------------------------------------------------------------ one connection
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        stats = self.stats
+        if stats.active >= self.server.max_connections:
+            stats.connections_over_limit += 1
+            writer.close()
+            return
+        stats.active += 1
+        task = asyncio.current_task()
+        assert task is not None
+        self._tasks.add(task)
+        try:
+            await self._relay(reader, writer)
+        except Refused as refused:
+            stats.refused[refused.reason] += 1
+            with contextlib.suppress(ConnectionError, OSError):
+                writer.write(_error_response(refused.status, refused.message))
+                await writer.drain()
+        except (ConnectionError, OSError, asyncio.IncompleteReadError):
+            pass
+        except asyncio.CancelledError:
+            pass
+        finally:
+            stats.active -= 1
+            self._tasks.discard(task)
+            writer.close()
+
+    async def _relay(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        incoming = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_HEAD_BYTES)
+        request = await self._next_event(incoming, reader)
+        if not isinstance(request, h11.Request):
+            raise Refused(400, "malformed", "gyre gate: no HTTP request received")
+        method, target = request.method.decode("ascii", "replace"), request.target.decode("ascii", "replace")
+        path = target.split("?", 1)[0]
+        if (method, path) not in API_ROUTES:
+            if len(self.stats.refused_routes) < 10:
+                self.stats.refused_routes.append(f"{method} {target[:200]}")
+            raise Refused(404, "route", f"gyre gate: {method} {target[:200]} is not an API route of the proxy "
+                                        f"(allowed: {', '.join(sorted(f'{m} {p}' for m, p in API_ROUTES))})")
+        self._check_key(request.headers)
+        upstream_reader, upstream_writer = await self._connect()
+        try:
+            await self._send_request(request, incoming, reader, writer, upstream_writer)
+            await self._relay_response(upstream_reader, reader, writer)
+        finally:
+            upstream_writer.close()
+        self.stats.relayed += 1
+
+    def _check_key(self, headers: Any) -> None:
+        credentials = []
+        for name, value in headers:
+            if name == b"x-api-key":
+                credentials.append(value.strip())
+            elif name == b"authorization":
+                scheme, _, token = value.partition(b" ")
+                credentials.append(token.strip() if scheme.lower() == b"bearer" else b"")
+        if not credentials:
+            raise Refused(401, "no_key", "gyre gate: no API key (send this execution's key as "
+                                         "'Authorization: Bearer <key>' or 'x-api-key: <key>')")
+        if any(credential != self.key.encode() for credential in credentials):
+            raise Refused(401, "wrong_key", "gyre gate: only this execution's own API key is accepted here")
+
+    async def _connect(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        try:
+            return await asyncio.open_connection(*self.server.upstream)
+        except OSError as error:
+            raise Refused(502, "upstream", f"gyre gate: the proxy is not reachable: {error}") from error
+
+    async def _send_request(self, request: h11.Request, incoming: h11.Connection, reader: asyncio.StreamReader,
+                            client: asyncio.StreamWriter, upstream: asyncio.StreamWriter) -> None:
+        """Re-send the request to the proxy, body as it arrives; the proxy's own limits (size) apply."""
+        chunked = any(name == b"transfer-encoding" for name, _ in request.headers)
+        headers = [(name, value) for name, value in request.headers if name not in DROPPED_HEADERS]
+        if chunked:
+            headers.append((b"transfer-encoding", b"chunked"))
+        else:
+            headers += [(name, value) for name, value in request.headers if name == b"content-length"][:1]
+        headers.append((b"connection", b"close"))
+        outgoing = h11.Connection(h11.CLIENT)
+        try:
+            upstream.write(outgoing.send(h11.Request(method=request.method, target=request.target, headers=headers)))
+            while True:
+                if incoming.they_are_waiting_for_100_continue:  # ``expect`` is not passed on: answer it here
+                    client.write(incoming.send(h11.InformationalResponse(status_code=100, headers=[])))
+                event = await self._next_event(incoming, reader)
+                if isinstance(event, h11.Data):
+                    upstream.write(outgoing.send(h11.Data(data=bytes(event.data))))
+                    await upstream.drain()
+                elif isinstance(event, h11.EndOfMessage):
+                    upstream.write(outgoing.send(h11.EndOfMessage()))
+                    await upstream.drain()
+                    return
+                else:
+                    raise ConnectionResetError("the client went away mid-request")
+        except (ConnectionError, OSError):
+            return  # the proxy stopped reading (e.g. a 413): relay what it answered
+        except h11.LocalProtocolError as error:
+            raise Refused(400, "malformed", f"gyre gate: malformed request body: {error}") from error
+
+    async def _next_event(self, connection: h11.Connection, reader: asyncio.StreamReader) -> Any:
+        """The next h11 event, reading as needed; a 408 when the client is too slow, 400 when malformed."""
+        while True:
+            try:
+                event = connection.next_event()
+            except h11.RemoteProtocolError as error:
+                raise Refused(400, "malformed", f"gyre gate: malformed HTTP request: {error}") from error
+            if event is not h11.NEED_DATA:
+                return event
+            try:
+                data = await asyncio.wait_for(reader.read(65536), self.server.head_timeout_s)
+            except TimeoutError as error:
+                raise Refused(408, "slow", f"gyre gate: no data for {self.server.head_timeout_s:g}s") from error
+            connection.receive_data(data)
+
+    async def _relay_response(self, upstream: asyncio.StreamReader, client_reader: asyncio.StreamReader,
+                              client: asyncio.StreamWriter) -> None:
+        """Copy the proxy's answer to the client until the proxy closes; stop early if the client leaves."""
+        async def copy() -> None:
+            while data := await upstream.read(65536):
+                client.write(data)
+                await client.drain()
+
+        async def client_gone() -> None:
+            while await client_reader.read(65536):  # bytes after the request (pipelining) are ignored
+                pass
+
+        copying, watching = asyncio.ensure_future(copy()), asyncio.ensure_future(client_gone())
+        try:
+            await asyncio.wait({copying, watching}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in (copying, watching):
+                task.cancel()
+            await asyncio.gather(copying, watching, return_exceptions=True)
+
+
+def _error_response(status: int, message: str) -> bytes:
+    body = json.dumps({"error": {"message": message, "type": "gyre_gate_error", "code": status}}).encode()
+    head = (f"HTTP/1.1 {status} {_REASONS.get(status, 'Error')}\r\ncontent-type: application/json\r\n"
+            f"content-length: {len(body)}\r\nconnection: close\r\n\r\n")
+    return head.encode() + body
