@@ -22,6 +22,18 @@ if TYPE_CHECKING:
     from gyre.proxy.server import ProxyServer
 
 
+def check_isolation(harness: Any, sandbox: Sandbox) -> None:
+    """Fail at once, naming the key to set, when a model-using harness would run unisolated (the process
+    sandbox without ``env.sandbox.allow_unisolated``); ``harness`` is the ``harness`` config section."""
+    from gyre.envs import SandboxError
+
+    config = HarnessConfig.from_mapping(to_plain(harness))
+    if get_harness(config.name).uses_model:
+        refusal = sandbox.unisolated_refusal()
+        if refusal is not None:
+            raise SandboxError(f"harness {config.name!r}: {refusal}")
+
+
 def make_runner(
     harness_config: HarnessConfig,
     *,

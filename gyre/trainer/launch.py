@@ -91,6 +91,7 @@ def run(cfg: DictConfig) -> int:
 
     from gyre.envs.config import EnvConfig
     from gyre.harness import make_pool
+    from gyre.harness.factory import check_isolation
     from gyre.models import load_tokenizer
     from gyre.proxy.config import ProxyConfig
     from gyre.proxy.server import ProxyServer, build_proxy
@@ -117,6 +118,7 @@ def run(cfg: DictConfig) -> int:
     cluster_cfg = cluster_config(cfg)
 
     env = EnvConfig.from_config(cfg.env)
+    check_isolation(cfg.harness, env.sandbox)  # before anything starts: no agent runs unisolated by default
     loaded = env.load()
     for error in loaded.errors:
         log.warning("skipped a broken task: %s", error)
