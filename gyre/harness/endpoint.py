@@ -49,6 +49,7 @@ class ProxyEndpoint:
         self.proxy = server.proxy
         self.openai_base_url = server.openai_base_url
         self.anthropic_base_url = server.anthropic_base_url
+        self.max_body_bytes = server.proxy.config.max_body_bytes  # the gates refuse bigger bodies themselves
         self.settle_timeout_s = settle_timeout_s
         self._open: dict[str, Any] = {}  # execution id -> the proxy's execution state (outlives a revoke)
 

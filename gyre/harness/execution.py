@@ -116,7 +116,7 @@ class ExecutionRunner:
     def gates(self) -> GateServer:
         """The gates of this runner's executions (one thread, started on first use)."""
         if self._gates is None:
-            self._gates = GateServer(*self.upstream)
+            self._gates = GateServer(*self.upstream, max_body_bytes=getattr(self.endpoint, "max_body_bytes", None))
         return self._gates
 
     async def run(

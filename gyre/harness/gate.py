@@ -13,8 +13,10 @@ The agent can talk to the socket directly, so every rule is enforced here, on th
   nothing can be smuggled behind it) and the response is relayed back as it comes (streams included);
   a client that goes away closes the upstream connection, so the proxy aborts the call;
 - request heads must arrive within ``head_timeout_s`` and body bytes keep coming within it (slow
-  clients cannot hold connections forever), and an execution has at most ``max_connections`` at once
-  (more are closed on accept), so one sandbox cannot exhaust the host's descriptors.
+  clients cannot hold connections forever), heads are at most 64 KiB and bodies at most
+  ``max_body_bytes`` (the proxy's own limit: refused here with its 413 rather than by a reset mid-upload),
+  and an execution has at most ``max_connections`` at once (more are closed on accept), so one sandbox
+  cannot exhaust the host's descriptors.
 
 All gates of a process run on one private event loop thread, started on first use.
 """
@@ -56,7 +58,9 @@ DROPPED_HEADERS = frozenset(
     {b"connection", b"keep-alive", b"proxy-connection", b"te", b"trailer", b"upgrade", b"expect",
      b"transfer-encoding", b"content-length"}
 )
-_REASONS = {400: "Bad Request", 401: "Unauthorized", 404: "Not Found", 408: "Request Timeout", 502: "Bad Gateway"}
+READ_BYTES = 16384  # small reads, so h11's head limit applies within a read of its size
+_REASONS = {400: "Bad Request", 401: "Unauthorized", 404: "Not Found", 408: "Request Timeout", 413: "Payload Too Large",
+            502: "Bad Gateway"}
 
 
 class Refused(Exception):
@@ -105,10 +109,12 @@ def _run(coroutine: Coroutine[Any, Any, Any]) -> Any:
 class GateServer:
     """Opens gates to one upstream proxy (``upstream_host:upstream_port``)."""
 
-    def __init__(self, upstream_host: str, upstream_port: int, *, head_timeout_s: float = 60.0, max_connections: int = 32) -> None:
+    def __init__(self, upstream_host: str, upstream_port: int, *, head_timeout_s: float = 60.0, max_connections: int = 32,
+                 max_body_bytes: int | None = None) -> None:
         self.upstream = (upstream_host, upstream_port)
         self.head_timeout_s = head_timeout_s
         self.max_connections = max_connections
+        self.max_body_bytes = max_body_bytes
 
     def open(self, key: str) -> Gate:
         """A fresh gate for the execution whose key is ``key`` (blocking; call from a worker thread)."""
@@ -194,6 +200,11 @@ class Gate:
             raise Refused(404, "route", f"gyre gate: {method} {target[:200]} is not an API route of the proxy "
                                         f"(allowed: {', '.join(sorted(f'{m} {p}' for m, p in API_ROUTES))})")
         self._check_key(request.headers)
+        limit = self.server.max_body_bytes
+        declared = [value for name, value in request.headers if name == b"content-length"]
+        if limit is not None and declared and int(declared[0]) > limit:
+            raise Refused(413, "too_large", f"gyre gate: request body is {int(declared[0])} bytes; the limit is {limit} bytes "
+                                            "(proxy.max_body_bytes)")
         upstream_reader, upstream_writer = await self._connect()
         try:
             await self._send_request(request, incoming, reader, writer, upstream_writer)
@@ -233,6 +244,7 @@ class Gate:
             headers += [(name, value) for name, value in request.headers if name == b"content-length"][:1]
         headers.append((b"connection", b"close"))
         outgoing = h11.Connection(h11.CLIENT)
+        limit, sent = self.server.max_body_bytes, 0
         try:
             upstream.write(outgoing.send(h11.Request(method=request.method, target=request.target, headers=headers)))
             while True:
@@ -240,6 +252,10 @@ class Gate:
                     client.write(incoming.send(h11.InformationalResponse(status_code=100, headers=[])))
                 event = await self._next_event(incoming, reader)
                 if isinstance(event, h11.Data):
+                    sent += len(event.data)
+                    if limit is not None and sent > limit:
+                        raise Refused(413, "too_large", f"gyre gate: request body exceeds the limit of {limit} bytes "
+                                                        "(proxy.max_body_bytes)")
                     upstream.write(outgoing.send(h11.Data(data=bytes(event.data))))
                     await upstream.drain()
                 elif isinstance(event, h11.EndOfMessage):
@@ -263,7 +279,7 @@ class Gate:
             if event is not h11.NEED_DATA:
                 return event
             try:
-                data = await asyncio.wait_for(reader.read(65536), self.server.head_timeout_s)
+                data = await asyncio.wait_for(reader.read(READ_BYTES), self.server.head_timeout_s)
             except TimeoutError as error:
                 raise Refused(408, "slow", f"gyre gate: no data for {self.server.head_timeout_s:g}s") from error
             connection.receive_data(data)

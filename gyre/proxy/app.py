@@ -18,6 +18,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.responses import Response, StreamingResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.requests import ClientDisconnect
 
 from gyre.chat.roles import AGENT_HEADER
 from gyre.proxy.anthropic_messages import Messages
@@ -85,6 +86,8 @@ def guarded(fn: Callable[[Request], Awaitable[Response]]) -> Callable[[Request],
             return await fn(request)
         except ProxyError as error:
             return error_response(error, api_of(request.url.path))
+        except ClientDisconnect:
+            return Response(status_code=499)  # the client left mid-request: nobody to answer, nothing recorded
         except Exception as error:
             log.exception("proxy: %s %s failed", request.method, request.url.path)
             internal = ProxyError("internal", f"internal error: {type(error).__name__}: {error}")
