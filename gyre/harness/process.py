@@ -11,8 +11,8 @@ the awaiting task is cancelled.
 
 Resource exhaustion ends the run at once (SIGKILL, no grace), named in ``stop_reason``: the sandbox's
 watchdog kills the tree on ``max_processes``, ``memory`` (resident memory of the tree) or ``disk`` (its
-writable folders), and an output flood past ``output_limit_bytes`` is ``output_limit`` (reading stops
-there, so the flooding process blocks on its pipe until it is killed).
+writable folders), and an output flood past ``output_limit_bytes`` is ``output_limit`` (killed
+at once, the sink keeping only the log's head and tail).
 """
 
 from __future__ import annotations
@@ -175,10 +175,8 @@ async def _pump(stream: asyncio.StreamReader, sink: LogSink, limit: int | None, 
         if not data:
             return
         sink.feed(data)
-        if limit is not None and sink.total > limit:
-            if not flooded.done():
-                flooded.set_result(None)
-            return  # stop reading: the flood blocks on its full pipe until the process is killed
+        if limit is not None and sink.total > limit and not flooded.done():
+            flooded.set_result(None)  # keep reading until EOF: asyncio's wait() needs the pipe closed
 
 
 async def _finish_pump(pump: asyncio.Future[None]) -> None:
