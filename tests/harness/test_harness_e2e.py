@@ -130,3 +130,39 @@ def test_mini_swe_agent_runs_against_the_proxy(server, sandbox, builtin_tasks, t
     assert execution.status == "finished", log_tail  # step limit reached: a normal end (exit 0)
     assert execution.calls and all(call.meta["api"] == "openai.chat" for call in execution.calls), log_tail
     assert is_scorable(execution) and execution.reward_detail["total"] > 0
+
+
+CLI_HARNESSES = {
+    # A short system prompt and one tool keep Claude Code's CPU prefill short (see tests/proxy/test_harnesses.py).
+    "claude-code": ("claude", {"claude_code": {"extra_args": ["--system-prompt", "You are a coding agent.", "--tools", "Bash"]}}),
+    "codex": ("codex", {}),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.npm
+@pytest.mark.parametrize("name", sorted(CLI_HARNESSES))
+def test_node_cli_runs_in_the_sandbox_against_the_proxy(name, server, sandbox, builtin_tasks, tmp_path, no_leftover_processes) -> None:
+    """Claude Code and Codex CLI, unmodified, in the sandbox: they reach the proxy at the address they are
+    given (through the gate and the forwarder where bwrap isolates the network) and their calls are recorded.
+    The tiny model's replies end their runs early (a crash is fine); what counts is the calls."""
+    import shutil
+
+    executable, extra = CLI_HARNESSES[name]
+    if shutil.which(executable) is None:
+        pytest.skip(f"{executable} is not installed (npm install -g @anthropic-ai/claude-code @openai/codex)")
+    config = HarnessConfig.from_mapping({"name": name, "max_turns": 2, "max_tokens": 16, "progress": False,
+                                         "execution": {"time_limit_s": 120}, **extra})
+    runner = make_runner(config, sandbox=sandbox, run_dir=tmp_path, endpoint=ProxyEndpoint(server))
+
+    async def main() -> Execution:
+        async with ExecutionPool(runner, concurrency=1, progress=False) as pool:
+            return await pool.submit(builtin_tasks["nl2repo"][0])
+
+    execution = asyncio.run(main())
+    detail = execution.reward_detail
+    log_tail = Path(detail["log"]).read_text()[-2000:]
+    assert detail["stop_reason"] == "exited", (detail, log_tail)
+    assert execution.calls and all(call.execution_id == execution.id for call in execution.calls), log_tail
+    if sandbox.isolates_network():
+        assert detail["gate"]["relayed"] >= len(execution.calls), detail["gate"]
