@@ -59,6 +59,7 @@ DROPPED_HEADERS = frozenset(
      b"transfer-encoding", b"content-length"}
 )
 READ_BYTES = 16384  # small reads, so h11's head limit applies within a read of its size
+DISCARD_BYTES, DISCARD_S = 4 << 20, 2.0  # what is read and dropped after a refusal, at most
 _REASONS = {400: "Bad Request", 401: "Unauthorized", 404: "Not Found", 408: "Request Timeout", 413: "Payload Too Large",
             502: "Bad Gateway"}
 
@@ -175,9 +176,11 @@ class Gate:
             await self._relay(reader, writer)
         except Refused as refused:
             stats.refused[refused.reason] += 1
-            with contextlib.suppress(ConnectionError, OSError):
+            with contextlib.suppress(ConnectionError, OSError, TimeoutError):
                 writer.write(_error_response(refused.status, refused.message))
                 await writer.drain()
+                writer.write_eof()
+                await asyncio.wait_for(_discard(reader, DISCARD_BYTES), DISCARD_S)
         except (ConnectionError, OSError, asyncio.IncompleteReadError):
             pass
         except asyncio.CancelledError:
@@ -303,6 +306,13 @@ class Gate:
             for task in (copying, watching):
                 task.cancel()
             await asyncio.gather(copying, watching, return_exceptions=True)
+
+
+async def _discard(reader: asyncio.StreamReader, limit: int) -> None:
+    """Read what the client is still sending (bounded), so that closing does not reset the connection
+    and lose the error response before the client has read it."""
+    while limit > 0 and (data := await reader.read(READ_BYTES)):
+        limit -= len(data)
 
 
 def _error_response(status: int, message: str) -> bytes:

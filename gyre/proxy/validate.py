@@ -24,6 +24,8 @@ def parse_json_object(raw: bytes) -> dict[str, Any]:
         data = json.loads(raw)
     except UnicodeDecodeError as error:
         raise bad_request(f"request body is not valid UTF-8: {error}") from error
+    except RecursionError as error:
+        raise bad_request("request body is nested too deeply to parse") from error
     except ValueError as error:
         raise bad_request(f"request body is not valid JSON: {error}") from error
     if not isinstance(data, dict):

@@ -53,6 +53,7 @@ def good_messages(**extra: Any) -> dict[str, Any]:
         (b"{not json", ["not valid JSON"]),
         (b"[1, 2]", ["must be a JSON object"]),
         (b"\xff\xfe", ["not valid"]),
+        (b"[" * 100_000 + b"]" * 100_000, ["nested too deeply"]),
         ({"model": "m"}, ["messages: field required"]),
         ({"messages": [{"role": "user", "content": "x"}]}, ["model: field required"]),
         (good_chat(messages="hi"), ["messages: expected an array"]),
