@@ -28,6 +28,9 @@ Limits:
   the first refused fork kills the tree); RLIMIT_NPROC when not root; and always a watchdog that counts
   the command's processes every ``WATCHDOG_INTERVAL`` seconds and kills the whole tree past the limit
   (the only guard for root without cgroups, since the kernel exempts root from RLIMIT_NPROC).
+- CPU: where a cgroup can be made (``cgroup``), each command is one entity for the scheduler, with the
+  default weight, however many processes it runs (`gyre.envs.cgroup`): a busy or forking sandbox takes
+  one share of the CPUs, not most of them.
 - ``total_memory_mb``: resident memory of all the command's processes together, summed by the watchdog
   every ``WATCHDOG_INTERVAL`` (pages shared between processes count once per process, so it errs high);
   past it the tree is killed (limit ``memory``).
@@ -65,7 +68,7 @@ from pathlib import Path
 from typing import Any
 
 from gyre.envs import proctree
-from gyre.envs.cgroup import PidsCgroup
+from gyre.envs.cgroup import CpuCgroup, PidsCgroup
 from gyre.envs.errors import SandboxError
 from gyre.envs.usage import disk_bytes
 
@@ -222,6 +225,7 @@ class Launch:
         private_tmp: str | None,
         preexec: Any = None,
         pass_fds: tuple[int, ...] = (),
+        cpu_cgroup: CpuCgroup | None = None,
         memory_limit: int | None = None,
         disk_limit: int | None = None,
         writable: tuple[str, ...] = (),
@@ -236,6 +240,7 @@ class Launch:
         self.private_tmp = private_tmp
         self.preexec = preexec
         self.pass_fds = pass_fds  # inherited by the spawned process (bwrap's --args), closed by `close`
+        self.cpu_cgroup = cpu_cgroup
         self.memory_limit = memory_limit  # bytes of resident memory of the whole tree
         self.disk_limit = disk_limit  # bytes on disk under ``writable``
         self.writable = writable
@@ -313,6 +318,13 @@ class Launch:
             if self.disk_used > self.disk_limit:
                 self._stop("disk", f"{self.disk_used >> 20} MiB on disk > disk_mb={self.disk_limit >> 20}")
 
+    def exhausted(self) -> str | None:
+        """The limit that ended the command, if one did: the watchdog's, or a fork the cgroup refused
+        (the command may have exited on its own right after, before the watchdog looked)."""
+        if self.limit_hit is None and self.cgroup is not None and self.cgroup.events_max() > 0:
+            return "max_processes"
+        return self.limit_hit
+
     def _stop(self, limit: str, why: str) -> None:
         log.warning("sandbox: %s; killing the command", why)
         self.limit_hit = limit
@@ -371,6 +383,8 @@ class Launch:
         if self.cgroup is not None:
             self.forks_refused = self.cgroup.events_max()
             self.cgroup.remove()
+        if self.cpu_cgroup is not None:
+            self.cpu_cgroup.remove()  # empty now: everything was killed above
         if self.private_tmp:
             shutil.rmtree(self.private_tmp, ignore_errors=True)
         for fd in self.pass_fds:
@@ -604,12 +618,16 @@ class Sandbox:
         full_env = self._environment(inner_ws, "/tmp" if kind == "bwrap" else private_tmp, env)
         # Gyre's own processes and threads in the tree: bwrap's two, the forwarder (and its relay thread).
         own_processes = (2 if kind == "bwrap" else 0) + (1 if forward is not None else 0)
-        cgroup = None
+        cgroup = cpu_cgroup = None
         if self.max_processes is not None and self.cgroup:
             cgroup = PidsCgroup.create(self.max_processes + 4 + 2 * (forward is not None), self.cgroup_root)
+        if self.cgroup and self.cgroup_root is None:
+            cpu_cgroup = CpuCgroup.create()
+        joins = [str(group.procs_file) for group in (cgroup, cpu_cgroup) if group is not None]
         argv = body
-        if cgroup is not None:  # join the cgroup before anything else runs, so every descendant is in it
-            argv = ["/bin/sh", "-c", 'echo $$ > "$0" && exec "$@"', str(cgroup.procs_file), *body]
+        if joins:  # join the cgroups before anything else runs, so every descendant is in them
+            join = 'while [ "$1" != -- ]; do echo $$ > "$1" || exit 126; shift; done; shift; exec "$@"'
+            argv = ["/bin/sh", "-c", join, "gyre-sandbox", *joins, "--", *body]
         max_watch = None
         if self.max_processes is not None:
             max_watch = self.max_processes + own_processes
@@ -623,6 +641,7 @@ class Sandbox:
             kind=kind,
             path_map=path_map,
             cgroup=cgroup,
+            cpu_cgroup=cpu_cgroup,
             max_processes=max_watch,
             private_tmp=private_tmp,
             preexec=preexec,

@@ -31,7 +31,6 @@ import json
 import os
 import socket
 import sys
-import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
@@ -153,7 +152,7 @@ def _gate_attempts(spec: dict[str, Any]) -> None:
     host, port = host_port.rsplit(":", 1)[0], int(host_port.rsplit(":", 1)[1])
     chat = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}
 
-    status, body = _http("POST", f"{base}/chat/completions", key, chat)
+    status, _ = _http("POST", f"{base}/chat/completions", key, chat)
     _emit("ok", "api_call_with_own_key", status != 200, f"status {status}")
 
     def health() -> tuple[bool, str]:

@@ -137,8 +137,9 @@ async def run_process(
         if not waiter.done():
             killed = await _stop(launch, waiter, 0.0 if reason == "output_limit" else grace_s)
         returncode = await waiter
-        if launch.limit_hit is not None and reason == "exited":
-            reason, killed = launch.limit_hit, True  # the sandbox's watchdog killed it
+        exhausted = launch.exhausted()
+        if exhausted is not None and reason == "exited":
+            reason, killed = exhausted, launch.limit_hit is not None  # a resource limit ended it
         await _finish_pump(pump)
         return ProcessOutcome(returncode, reason, time.monotonic() - start, killed, sink.truncated)
     finally:

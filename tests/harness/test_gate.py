@@ -107,7 +107,7 @@ def test_everything_else_is_refused_with_a_reason(server, gate, payload: bytes, 
 
 
 def test_smuggled_and_pipelined_requests_never_reach_the_proxy(server, gate) -> None:
-    opened, execution_id, key = gate
+    opened, _, key = gate
     body = json.dumps(CHAT).encode()
     hidden = b"GET /health HTTP/1.1\r\nhost: x\r\n\r\n"
     pipelined = request("POST", "/v1/chat/completions", key, body) + hidden
