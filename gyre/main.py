@@ -8,8 +8,18 @@ from omegaconf import DictConfig
 
 @hydra.main(config_path="../conf", config_name="config", version_base=None)
 def main(cfg: DictConfig) -> None:
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+    from omegaconf import open_dict
+
     from gyre.trainer.launch import run
 
+    hydra_cfg = HydraConfig.get()
+    if hydra_cfg.mode == RunMode.MULTIRUN:
+        # A sweep point's run folder is its Hydra job folder: named by its overrides, holding .hydra/ (the
+        # composed config and overrides); `python -m gyre.compare <sweep folder>` plots the points together.
+        with open_dict(cfg):
+            cfg.run_dir = hydra_cfg.runtime.output_dir
     run(cfg)
 
 
