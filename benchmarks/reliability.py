@@ -128,15 +128,28 @@ def marked_processes(mark: str) -> list[int]:
     return found
 
 
+def job_processes(job: Job) -> list[int]:
+    """The job's processes: those carrying its mark (driver, Ray, workers) and its agents' sandboxes
+    (whose environment is clean, but whose working folder is in the run folder)."""
+    found = set(marked_processes(job.mark))
+    prefix = str(job.run_dir) + "/"
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            with contextlib.suppress(OSError):
+                if (os.readlink(f"/proc/{entry}/cwd") + "/").startswith(prefix):
+                    found.add(int(entry))
+    return sorted(found)
+
+
 def end_job(job: Job, grace_s: float = 15.0) -> list[str]:
     """SIGKILL the driver only; wait for what it started to go; kill and name what is still there."""
     with contextlib.suppress(ProcessLookupError):
         job.process.send_signal(signal.SIGKILL)
     job.process.wait()
     deadline = time.monotonic() + grace_s
-    while marked_processes(job.mark) and time.monotonic() < deadline:
+    while job_processes(job) and time.monotonic() < deadline:
         time.sleep(0.2)
-    left = marked_processes(job.mark)
+    left = job_processes(job)
     names = []
     for pid in left:
         with contextlib.suppress(OSError):
@@ -883,8 +896,10 @@ def records_snapshot(run_dir: Path) -> tuple[dict[str, str], int]:
     return digests, torn
 
 
-def kill_part(work: Path, kills: int, total_steps: int, seed: int, timeout_s: float) -> dict[str, Any]:
-    """SIGKILL the driver at random points ``kills`` times, resume each time, then run to the end."""
+def kill_part(work: Path, kills: int, total_steps: int, seed: int, timeout_s: float,
+              window: tuple[float, float] = (5.0, 30.0)) -> dict[str, Any]:
+    """SIGKILL the driver at random points ``kills`` times (``window``: seconds after each launch), resume
+    each time, then run to the end."""
     rng = random.Random(seed)
     run_dir = work / "kill-run"
     snapshots: list[dict[str, str]] = []
@@ -894,7 +909,7 @@ def kill_part(work: Path, kills: int, total_steps: int, seed: int, timeout_s: fl
     deadline = time.monotonic() + timeout_s
     for index in range(kills):
         job = launch_job(run_dir, total_steps, *(["trainer.resume=true"] if index else []))
-        delay = rng.uniform(5.0, 30.0)  # start-up, rollouts, a step, a checkpoint: wherever it falls
+        delay = rng.uniform(*window)  # start-up, rollouts, a step, a checkpoint: wherever it falls
         while time.monotonic() - job.started < delay and job.process.poll() is None:
             time.sleep(0.1)
         if job.process.poll() is not None:
@@ -937,7 +952,7 @@ def kill_part(work: Path, kills: int, total_steps: int, seed: int, timeout_s: fl
         "kill_final_steps_done": driver.get("steps_done"),
         "kill_final_version": driver.get("version"),
         "kill_records_at_end": len(final),
-        "kill_leftover_processes": len(leftovers),
+        "kill_leftover_processes": len(leftovers),  # 15 s after a kill (then killed by this benchmark)
         "kill_leftover_examples": sorted(set(leftovers))[:8],
         "kill_points": points,
         "kill_final_stderr": "" if finished else stderr[-1500:],
@@ -967,6 +982,7 @@ def main() -> None:
     parser.add_argument("--fuzz", type=int, default=2000, help="malformed/hostile requests")
     parser.add_argument("--drains", type=int, default=6, help="drains of the cell holding the sessions")
     parser.add_argument("--sessions", type=int, default=24, help="live sessions during the drains")
+    parser.add_argument("--kill-window", default="5,30", help="MIN,MAX seconds after a launch to kill it at (uniform)")
     parser.add_argument("--parts", default="escapes,fuzz,drain,kills", help="comma-separated parts to run")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
@@ -1026,7 +1042,8 @@ def main() -> None:
             server.stop()
         if "kills" in parts:
             log("kills")
-            results.update(kill_part(work, args.kills, args.steps, args.seed, timeout_s=600))
+            low, high = (float(x) for x in args.kill_window.split(","))
+            results.update(kill_part(work, args.kills, args.steps, args.seed, timeout_s=600, window=(low, high)))
             log(f"kills: {results['driver_kills']} kills, {results['steps_lost']} steps lost, "
                 f"{results['steps_repeated']} repeated, {results['records_lost']} records lost")
     results["seconds"] = round(time.monotonic() - started, 1)
