@@ -8,9 +8,10 @@ What a harness does around one agent run::
     tasks = env.load()                                     # tasks.errors lists broken tasks (skipped)
     task = tasks.tasks[0]
     workspace = task.materialise("/runs/x/workspace")      # starting files only, no hidden tests
-    launch = env.sandbox.prepare(agent_cmd, workspace, workdir=task.workdir, network=True)
+    launch = env.sandbox.prepare(agent_cmd, workspace, workdir=task.workdir, forward=Forward(sock, host, port))
     ...                                                    # spawn launch.argv (env=launch.env,
-                                                           # cwd=launch.cwd, start_new_session=True),
+                                                           # cwd=launch.cwd, start_new_session=True,
+                                                           # pass_fds=launch.pass_fds),
                                                            # launch.attach(pid); on the time limit
                                                            # launch.kill(); when reaped launch.exited();
                                                            # finally launch.close()
@@ -21,8 +22,9 @@ What a harness does around one agent run::
 
 ``task.apply_solution(workspace, sandbox)`` applies the reference solution (an oracle harness).
 ``task.workdir`` is where the workspace must appear inside bwrap (``/app`` for Terminal-Bench); a
-harness process that must reach the proxy passes ``network=True``, and the Gyre source folder in
-``Sandbox.ro_paths`` if it runs ``python -m gyre...`` inside.
+harness process that must reach the proxy passes a `Forward` (the proxy's address and the host Unix
+socket that reaches it: `gyre.harness.gate`), and the Gyre source folder in ``Sandbox.ro_paths`` if it
+runs ``python -m gyre...`` inside.
 
 This package must not import torch: it runs processes and scores workspaces.
 """
@@ -30,13 +32,14 @@ This package must not import torch: it runs processes and scores workspaces.
 from gyre.envs.config import EnvConfig
 from gyre.envs.errors import EvaluationError, SandboxError, TaskFormatError
 from gyre.envs.loaders import LoadResult, load_tasks
-from gyre.envs.sandbox import Launch, Mount, Sandbox, SandboxResult
+from gyre.envs.sandbox import Forward, Launch, Mount, Sandbox, SandboxResult
 from gyre.envs.task import DOMAINS, Score, Task
 
 __all__ = [
     "DOMAINS",
     "EnvConfig",
     "EvaluationError",
+    "Forward",
     "Launch",
     "LoadResult",
     "Mount",
