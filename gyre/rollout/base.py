@@ -45,6 +45,8 @@ class SamplingParams:
             raise SamplingError(f"top_p must be in (0, 1], got {self.top_p}")
         if not (isinstance(self.max_new_tokens, int) and self.max_new_tokens >= 1):
             raise SamplingError(f"max_new_tokens must be an int >= 1, got {self.max_new_tokens!r}")
+        if self.seed is not None and not -(2**63) <= self.seed < 2**64:  # what torch.Generator.manual_seed takes
+            raise SamplingError(f"seed must fit in 64 bits, got {self.seed}")
 
 
 @dataclass

@@ -69,6 +69,7 @@ def good_messages(**extra: Any) -> dict[str, Any]:
         (good_chat(temperature=7), ["temperature: must be in"]),
         (good_chat(top_p=0), ["top_p"]),
         (good_chat(n=3), ["n: only 1"]),
+        (good_chat(seed=-(2**80)), ["seed must fit in 64 bits"]),
         (good_chat(presence_penalty=1.0), ["presence_penalty"]),
         (good_chat(stream="yes"), ["stream: expected a boolean"]),
         (good_chat(tools=[{"type": "function", "function": {"name": "bad name!", "parameters": {}}}]), ["tools[0].function.name"]),
