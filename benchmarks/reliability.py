@@ -30,6 +30,8 @@ Everything runs on this machine, traffic on loopback only; each part is bounded 
   drain moves every live session to the other cell). Every client's view (each 200 response's id and
   token count) is checked against the records: ``calls_lost`` (a response without its record, or a call
   the client saw fail), ``calls_duplicated`` (a record no client received, or two for one response).
+- gate overhead: a cheap API call timed inside a sandbox through the forwarder and the gate, against
+  the same call from a sandbox sharing the host's network (no gate), 3 x 200 calls each, alternating.
 - kills: a small main job is SIGKILLed (the driver process alone, as an OOM kill would) at random
   points ``--kills`` times and resumed (``trainer.resume=true``) each time, then run to its end.
   ``steps_lost`` are steps with no metrics line at the end, ``steps_repeated`` steps logged twice,
@@ -486,10 +488,49 @@ class AttackHarness:
     def command(self, ctx: Any) -> Any:
         from gyre.harness.harnesses import Command
 
-        return Command(["bash", "-c", self.script])
+        return Command(["bash", "-c", self.script], {"OPENAI_BASE_URL": ctx.openai_base_url, "OPENAI_API_KEY": ctx.api_key})
 
     def status(self, returncode: int) -> str:
         return "finished" if returncode == 0 else "crashed"
+
+
+TIMED_CALLS = """import json, os, time, urllib.request
+base = os.environ["OPENAI_BASE_URL"]
+request = urllib.request.Request(base + "/models", headers={"authorization": "Bearer " + os.environ["OPENAI_API_KEY"]})
+times = []
+for _ in range(int(os.environ["CALLS"])):
+    start = time.perf_counter()
+    with urllib.request.urlopen(request, timeout=30) as response:
+        response.read()
+    times.append(time.perf_counter() - start)
+print("TIMES " + json.dumps(times))
+"""
+
+
+def gate_overhead(server: Any, work: Path, task: Any, calls: int = 200) -> dict[str, Any]:
+    """Latency of a cheap API call (GET /v1/models, a new connection each time) made inside a sandbox:
+    through the forwarder and the gate, against the host's network shared with no gate; alternating."""
+    from gyre.envs import Sandbox
+    from gyre.harness import HarnessConfig, ProxyEndpoint
+    from gyre.harness.execution import ExecutionRunner
+
+    config = HarnessConfig.from_mapping({"progress": False, "execution": {"time_limit_s": 120}})
+    samples: dict[str, list[float]] = {"gate": [], "shared": []}
+    for _ in range(3):
+        for side, sandbox in (("gate", Sandbox()), ("shared", Sandbox(network=True))):
+            runner = ExecutionRunner(AttackHarness(f"CALLS={calls} python -c {shlex.quote(TIMED_CALLS)}"), sandbox, config,
+                                     ProxyEndpoint(server))
+            runner.config.run_dir = str(work / "overhead-runs")
+            (execution,) = run_executions(runner, [{"task": task}])
+            text = Path(execution.reward_detail["log"]).read_text()
+            line = next((line for line in text.splitlines() if line.startswith("TIMES ")), None)
+            if line is None:
+                raise RuntimeError(f"the timed calls failed ({side}): {text[-1000:]}")
+            samples[side] += json.loads(line[6:])
+    p50 = {side: statistics.median(values) * 1000 for side, values in samples.items()}
+    p99 = {side: sorted(values)[int(0.99 * len(values))] * 1000 for side, values in samples.items()}
+    return {"gate_call_p50_ms": round(p50["gate"], 3), "direct_call_p50_ms": round(p50["shared"], 3),
+            "gate_added_p50_ms": round(p50["gate"] - p50["shared"], 3), "gate_added_p99_ms": round(p99["gate"] - p99["shared"], 3)}
 
 
 # ---------------------------------------------------------------------------------------------- part: fuzz
@@ -1029,6 +1070,8 @@ def main() -> None:
                         exhaustion_neighbour_slowdown_max=max(a["neighbour_slowdown"] or 0 for a in attacks["attacks"]),
                     )
                     log(f"escapes: {results['escapes']} of {results['escape_attempts']} attempts")
+                    results.update(gate_overhead(server, work, task))
+                    log(f"gate: {results['gate_added_p50_ms']} ms added per call (p50)")
             if "fuzz" in parts:
                 log("fuzz")
                 results.update(asyncio.run(fuzz_part(server, args.fuzz, args.seed)))
