@@ -33,7 +33,8 @@ Everything runs on this machine, traffic on loopback only; each part is bounded 
 - gate overhead: a cheap API call timed inside a sandbox through the forwarder and the gate, against
   the same call from a sandbox sharing the host's network (no gate), 3 x 200 calls each, alternating.
 - kills: a small main job is SIGKILLed (the driver process alone, as an OOM kill would) at random
-  points ``--kills`` times and resumed (``trainer.resume=true``) each time, then run to its end.
+  points of its progress ``--kills`` times (during start-up, after a random number of new records, or
+  just after a new checkpoint) and resumed (``trainer.resume=true``) each time, then run to its end.
   ``steps_lost`` are steps with no metrics line at the end, ``steps_repeated`` steps logged twice,
   ``records_lost`` call records on disk at a kill that are missing or changed at the end.
 
@@ -106,14 +107,21 @@ class Job:
     run_dir: Path
     mark: str
     started: float
+    log: Path
+
+    def log_tail(self, chars: int = 1500) -> str:
+        return self.log.read_text(errors="replace")[-chars:] if self.log.exists() else ""
 
 
 def launch_job(run_dir: Path, total_steps: int, *extra: str) -> Job:
     mark = uuid.uuid4().hex
     command = [sys.executable, "-m", "gyre.main", *JOB, f"trainer.total_steps={total_steps}", f"run_dir={run_dir}", *extra]
     env = {**os.environ, MARK: mark, "RAY_AUTH_MODE": "disabled"}
-    process = subprocess.Popen(command, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
-    return Job(process, run_dir, mark, time.monotonic())
+    log_path = run_dir.parent / f"{run_dir.name}-{mark[:8]}.log"
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with log_path.open("w") as handle:  # a file, not a pipe nobody reads: a full pipe would stall the job
+        process = subprocess.Popen(command, cwd=REPO, stdout=subprocess.DEVNULL, stderr=handle, text=True, env=env)
+    return Job(process, run_dir, mark, time.monotonic(), log_path)
 
 
 def marked_processes(mark: str) -> list[int]:
@@ -937,10 +945,23 @@ def records_snapshot(run_dir: Path) -> tuple[dict[str, str], int]:
     return digests, torn
 
 
-def kill_part(work: Path, kills: int, total_steps: int, seed: int, timeout_s: float,
-              window: tuple[float, float] = (5.0, 30.0)) -> dict[str, Any]:
-    """SIGKILL the driver at random points ``kills`` times (``window``: seconds after each launch), resume
-    each time, then run to the end."""
+def records_on_disk(run_dir: Path) -> int:
+    """Complete record lines on disk (cheap: a newline count)."""
+    return sum(path.read_bytes().count(b"\n") for path in (run_dir / "records").glob("*.jsonl"))
+
+
+def kill_point(rng: random.Random, index: int) -> tuple[str, float]:
+    """Where the next kill falls, as progress of the run rather than wall time (so a slow machine still
+    gets kills mid-run): during start-up, after some new records (mid-rollout), or just after a new
+    checkpoint (in the next step)."""
+    kind = "startup" if index == 1 else rng.choice(["records", "checkpoint", "records"])
+    amount = {"startup": rng.uniform(2.0, 8.0), "records": rng.randint(1, 40), "checkpoint": rng.uniform(0.0, 3.0)}[kind]
+    return kind, amount
+
+
+def kill_part(work: Path, kills: int, total_steps: int, seed: int, timeout_s: float) -> dict[str, Any]:
+    """SIGKILL the driver at random points ``kills`` times (`kill_point`), resume each time, then run to
+    the end."""
     rng = random.Random(seed)
     run_dir = work / "kill-run"
     snapshots: list[dict[str, str]] = []
@@ -949,31 +970,42 @@ def kill_part(work: Path, kills: int, total_steps: int, seed: int, timeout_s: fl
     points = []
     deadline = time.monotonic() + timeout_s
     for index in range(kills):
+        kind, amount = kill_point(rng, index)
+        records, steps = records_on_disk(run_dir), _steps_done(run_dir)
         job = launch_job(run_dir, total_steps, *(["trainer.resume=true"] if index else []))
-        delay = rng.uniform(*window)  # start-up, rollouts, a step, a checkpoint: wherever it falls
-        while time.monotonic() - job.started < delay and job.process.poll() is None:
-            time.sleep(0.1)
+        reached_at = None
+        while job.process.poll() is None and time.monotonic() < deadline:
+            if reached_at is None:
+                now_steps = _steps_done(run_dir)
+                if kind == "startup" or (kind == "records" and records_on_disk(run_dir) >= records + amount) or (
+                        kind == "checkpoint" and now_steps > steps):
+                    reached_at = time.monotonic()
+            wait = amount if kind == "startup" else (0.0 if kind == "records" else amount)
+            if reached_at is not None and time.monotonic() - (job.started if kind == "startup" else reached_at) >= wait:
+                break
+            time.sleep(0.05)
         if job.process.poll() is not None:
-            stderr = job.process.stderr.read() if job.process.stderr else ""
             end_job(job)
-            points.append({"after_s": round(time.monotonic() - job.started, 1), "note": f"ended before the kill (exit {job.process.returncode})",
-                           "stderr": stderr[-500:]})
+            points.append({"kind": kind, "note": f"the job ended before the kill (exit {job.process.returncode})",
+                           "log": job.log_tail(500)})
             break
         steps_before = _steps_done(run_dir)
+        after = time.monotonic() - job.started
         leftovers += end_job(job)
         done += 1
         digests, _ = records_snapshot(run_dir)
         snapshots.append(digests)
-        points.append({"after_s": round(delay, 1), "checkpointed_steps": steps_before, "records": len(digests)})
-        log(f"kill {done}: after {delay:.1f}s, {steps_before} steps checkpointed, {len(digests)} records on disk")
+        points.append({"kind": kind, "after_s": round(after, 1), "checkpointed_steps": steps_before, "records": len(digests)})
+        log(f"kill {done} ({kind}): {after:.1f}s after launch, {steps_before} steps checkpointed, {len(digests)} records on disk")
         if time.monotonic() > deadline:
+            points.append({"note": f"time bound ({timeout_s:g}s) reached"})
             break
     job = launch_job(run_dir, total_steps, "trainer.resume=true")
     try:
-        _, stderr = job.process.communicate(timeout=max(60.0, deadline + 300 - time.monotonic()))
-        finished = job.process.returncode == 0
+        job.process.wait(timeout=max(60.0, deadline + 300 - time.monotonic()))
+        finished, stderr = job.process.returncode == 0, job.log_tail()
     except subprocess.TimeoutExpired:
-        stderr, finished = "final run timed out", False
+        finished, stderr = False, "final run timed out\n" + job.log_tail()
     leftovers += end_job(job)
     steps = []
     if (run_dir / "metrics.jsonl").exists():
@@ -1019,11 +1051,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out", help="write the results as flat JSON here")
     parser.add_argument("--kills", type=int, default=5, help="SIGKILLs of the driver (each followed by a resume)")
-    parser.add_argument("--steps", type=int, default=40, help="training steps of the killed run")
+    parser.add_argument("--steps", type=int, default=24, help="training steps of the killed run")
     parser.add_argument("--fuzz", type=int, default=2000, help="malformed/hostile requests")
     parser.add_argument("--drains", type=int, default=6, help="drains of the cell holding the sessions")
     parser.add_argument("--sessions", type=int, default=24, help="live sessions during the drains")
-    parser.add_argument("--kill-window", default="5,30", help="MIN,MAX seconds after a launch to kill it at (uniform)")
     parser.add_argument("--parts", default="escapes,fuzz,drain,kills", help="comma-separated parts to run")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
@@ -1085,8 +1116,7 @@ def main() -> None:
             server.stop()
         if "kills" in parts:
             log("kills")
-            low, high = (float(x) for x in args.kill_window.split(","))
-            results.update(kill_part(work, args.kills, args.steps, args.seed, timeout_s=600, window=(low, high)))
+            results.update(kill_part(work, args.kills, args.steps, args.seed, timeout_s=600))
             log(f"kills: {results['driver_kills']} kills, {results['steps_lost']} steps lost, "
                 f"{results['steps_repeated']} repeated, {results['records_lost']} records lost")
     results["seconds"] = round(time.monotonic() - started, 1)
