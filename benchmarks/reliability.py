@@ -359,7 +359,8 @@ def probe_part(server: Any, job: Job, work: Path, task: Any) -> dict[str, Any]:
     if reached:
         attempts.append({"probe": "attempt", "name": "host dialled a port listened on inside", "escaped": True, "detail": str(reached[:3])})
     ok = [line for line in lines if line["probe"] == "ok"]
-    return {"attempts": attempts, "ok": ok, "main_job_ports": job_ports, "ports_tried": len(targets)}
+    owners = sorted({label.split(" (main job)")[0] for _, _, label in targets if "(main job)" in label})
+    return {"attempts": attempts, "ok": ok, "main_job_ports": job_ports, "main_job_port_owners": owners, "ports_tried": len(targets)}
 
 
 def run_side_by_side(runners: list[Any], ids: list[str], task: Any, prepare: Any) -> list[Any]:
@@ -1096,6 +1097,7 @@ def main() -> None:
                         escape_proxy_call_ok=bool(probes["ok"]) and not any(line["escaped"] for line in probes["ok"]),
                         escape_ports_tried=probes["ports_tried"],
                         escape_main_job_ports=probes["main_job_ports"],
+                        escape_main_job_port_owners=probes["main_job_port_owners"],
                         exhaustion=[{k: a[k] for k in ("name", "detail", "neighbour_slowdown")} for a in attacks["attacks"]],
                         exhaustion_neighbour_alone_s=round(attacks["neighbour_alone_s"], 3),
                         exhaustion_neighbour_slowdown_max=max(a["neighbour_slowdown"] or 0 for a in attacks["attacks"]),
