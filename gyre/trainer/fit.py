@@ -392,8 +392,14 @@ class Driver:
             last = now
             if self.training is not None and self.training.done():
                 self.training.result()  # re-raise a failed step
-        await asyncio.gather(*self.validations)  # a requested validation is part of the run
-        for future in list(self.running):
+        for future in list(self.running):  # rollouts no step will take
             future.cancel()
-        await asyncio.gather(*self.running, return_exceptions=True)
+        await asyncio.gather(*self.running, *self.switching.values(), return_exceptions=True)
+        if self.validations:
+            # A requested validation is part of the run; every cell serves it (training cells may have
+            # stayed in training past the last step).
+            idle = {view.id: Role.ROLLOUT for view in self.cluster.views() if view.role != Role.ROLLOUT}
+            if idle:
+                await self.cluster.switch_many(idle)
+            await asyncio.gather(*self.validations)
         return self.steps_done

@@ -29,6 +29,7 @@ from gyre.trainer import checkpoint
 from gyre.trainer.sft_data import SFTExample
 from gyre.trainer.step import StepConfig, backward_edges
 from gyre.trajectory import assign_loss_weights, build_tree, pack_trees
+from gyre.trajectory.sharing import common_prefix_length, drop_prefix
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +47,7 @@ class SFTConfig:
     attention_backend: str = "auto"
     attention_block_size: int = DEFAULT_BLOCK_SIZE
     loss_agg: str = "execution_token_mean"
+    short_context_steps: int = 0  # first steps train without the prompt prefix every demonstration shares
     save_every: int = 100  # checkpoint every k steps (the last step always saves)
     log_every: int = 10
     resume: bool = False
@@ -65,6 +67,21 @@ def demonstration_trees(examples: list[SFTExample], batch_executions: int, loss_
         tree = build_tree(example.calls, example.execution_id)
         trees.append(assign_loss_weights(tree, 1.0, num_executions=batch_executions, aggregation=loss_agg))
     return trees
+
+
+def short_context(trees: list[TrajectoryTree]) -> list[TrajectoryTree]:
+    """The trees without the prompt prefix all of them share (a harness's system prompt and tool list).
+
+    Why: attention that must find a few instruction tokens behind hundreds of shared prompt tokens gets a
+    gradient diluted by the prompt's length, so a small model trained from scratch on full prompts learns
+    to copy from the instruction very slowly; trained first on the turns alone (positions restart at 0;
+    attention is relative), it learns where to look, and the full prompts that follow only teach it to
+    look past the prefix. With ``short_context_steps=0`` nothing is cut."""
+    cut = common_prefix_length(trees)
+    if cut == 0:
+        return trees
+    # Keep the last shared token: the first trained token may be predicted by it.
+    return [drop_prefix(tree, cut - 1) for tree in trees]
 
 
 def sft_microbatch_backward(model: torch.nn.Module, batch: PackedBatch, cfg: SFTConfig) -> dict[str, float]:
@@ -180,10 +197,12 @@ class SFTTrainer:
             self.resume()
         torch.manual_seed(self.seed)
         trees = demonstration_trees(examples, self.cfg.batch_executions, self.cfg.loss_agg)
+        short = short_context(trees) if self.cfg.short_context_steps else trees
         progress = _Progress(self.cfg.steps, self.step, enabled=self.progress)
         try:
             while self.step < self.cfg.steps:
-                metrics = self.train_step([trees[i] for i in self.next_batch(len(trees))])
+                data = short if self.step < self.cfg.short_context_steps else trees
+                metrics = self.train_step([data[i] for i in self.next_batch(len(trees))])
                 self.history.append({"step": self.step, **metrics})
                 progress.update(self.step, metrics["sft/loss"])
                 if self.tracker is not None and (self.step % self.cfg.log_every == 0 or self.step == self.cfg.steps):

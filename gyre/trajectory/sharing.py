@@ -142,3 +142,35 @@ class _Layout:
             path_tokens=sum(tree.path_token_count() for tree in trees),
             chunk_tokens=chunk_tokens,
         )
+
+
+def drop_prefix(tree: TrajectoryTree, length: int) -> TrajectoryTree:
+    """The tree without its first ``length`` tokens, which must lie in its shareable prefix (a run of context
+    every token descends from): positions restart at 0. Used to train on the part of a conversation after
+    a long common context (edges whose predicting row is cut away are dropped)."""
+    from dataclasses import replace
+
+    if not 0 <= length <= shareable_prefix(tree) or length >= tree.num_tokens:
+        raise ValueError(f"execution {tree.execution_id!r}: cannot drop {length} tokens; its shareable prefix is "
+                         f"{shareable_prefix(tree)} of {tree.num_tokens}")
+    kept = tree.edge_row >= length
+    return replace(
+        tree,
+        ids=tree.ids[length:], depth=tree.depth[length:] - length, subtree_end=tree.subtree_end[length:] - length,
+        parent=np.maximum(tree.parent[length:] - length, -1), is_policy=tree.is_policy[length:],
+        behavior_logprob=tree.behavior_logprob[length:], weight_version=tree.weight_version[length:],
+        token_agent=tree.token_agent[length:], leaves=tree.leaves - length,
+        edge_row=tree.edge_row[kept] - length, edge_label=tree.edge_label[kept], edge_target=tree.edge_target[kept] - length,
+        w_plus=tree.w_plus[kept], w_minus=tree.w_minus[kept], w_tok=tree.w_tok[kept],
+    )
+
+
+def common_prefix_length(trees: Sequence[TrajectoryTree]) -> int:
+    """Length of the shareable prefix every tree of ``trees`` starts with (0 if they differ at once)."""
+    if not trees:
+        return 0
+    first = trees[0].ids[: shareable_prefix(trees[0])]
+    length = first.shape[0]
+    for tree in trees[1:]:
+        length = min(length, common_length(first[:length], tree.ids[: shareable_prefix(tree)]))
+    return length

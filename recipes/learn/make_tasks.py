@@ -1,6 +1,6 @@
 """Generate the built-in `learn` suite: small file tasks a CPU model can learn, with a held-out split.
 
-    python recipes/learn/make_tasks.py [--out recipes/learn/tasks] [--train 192] [--heldout 48] [--seed 0]
+    python recipes/learn/make_tasks.py [--out recipes/learn/tasks] [--train 288] [--heldout 48] [--seed 0]
 
 Every task is an NL2RepoBench task folder (start.md, test_case_count.txt, test_commands.json,
 test_files.json, hidden/, reference/, plus Gyre's optional workspace/ of starting files), in one of three
@@ -14,17 +14,21 @@ families, each scored by two hidden checks (so the reward is 0, 0.5 or 1: partia
   is unchanged.
 
 Each tool call's arguments are copied from the instruction (paths, values) or from a tool result (the
-copied content). Names and values are pairs of words (``<word>_<word>.txt``, ``<word> <word>``); every
-held-out task is built first, and no training task uses any path, value or content a held-out task
-uses, so validation measures what the policy does with strings it never saw in training. The words are
-whole tokens of the built-in tokenizer, so every token a held-out answer needs also occurs in training.
+copied content). Names and values are pairs of words (``<word>_<word>.txt``, ``<word>-<word>``), and
+every ordered pair of words is used at most once in the whole suite: no string repeats across tasks, so
+supervised training cannot fit the split by remembering strings, and no held-out path, value or content
+occurs anywhere in training. Validation measures what the policy does with strings it never saw. The
+words are whole tokens of the built-in tokenizer, so every token a held-out answer needs also occurs in
+training (a model cannot emit a token it never learned to emit; the split tests new strings, not new
+tokens).
 
 Training tasks also carry ``demonstrations.jsonl``: transcripts of an imperfect demonstrator (what a
 weaker model's logged runs would give), one line per behaviour with its probability. It picks the
 outdated value with probability 0.35, stops after the first of two files with probability 0.3, and
 copies into the source path instead of the new one with probability 0.35; otherwise it does the right
 thing. Supervised training on these transcripts learns those mistakes at those rates (a policy that
-solves roughly half of the tasks); reinforcement learning can only remove them through the reward.
+solves about half of the tasks it imitates well; the held-out pass rate after supervised training
+is lower, since copying new strings is also imperfect); reinforcement learning can only remove them through the reward.
 
 Deterministic: re-running with the same arguments rewrites the same files.
 """
@@ -41,11 +45,9 @@ from pathlib import Path
 
 # Whole tokens of the built-in tokenizer (with and without a leading space), so names and values are short.
 WORDS = (
-    "back begin best blocks break case change check chunks class close codes column context current data "
-    "decode default delete diff encode equal escape expand file find flag float form format group header "
-    "import indent insert item iter junk line lines link list long make mark match next norm object only "
-    "pair parse place prefix print push quick range replace result scan separator side size sort source "
-    "split start state string strip table tabs test text three token tuple value width word words wrap"
+    "back begin best blocks break case change check class close codes column data decode default diff encode "
+    "equal file find flag form group header import item line list long make mark match next only pair parse "
+    "place print push quick range scan side size sort"
 ).split()
 
 STALE_PROBABILITY = 0.35  # the demonstrator writes the outdated value
@@ -98,7 +100,7 @@ FINISH = {"name": "finish", "arguments": {"summary": "done"}}
 
 
 def file_item(path: str, new: str, old: str) -> str:
-    return f"`{path}` containing exactly `{new}` (not the outdated `{old}`)"
+    return f'"{path}" containing exactly "{new}" (not the outdated "{old}")'
 
 
 def make_write(task_id: str, path: str, new: str, old: str) -> Task:
@@ -145,7 +147,7 @@ def make_copy(task_id: str, source: str, target: str, content: str) -> Task:
     return Task(
         task_id,
         "copy",
-        f"Copy the content of `{source}` into the new file `{target}`. Leave `{source}` as it is.\n",
+        f'Copy the content of "{source}" into the new file "{target}". Leave "{source}" as it is.\n',
         [("copy_content", "equals", target, content), ("source_unchanged", "equals", source, content)],
         {source: content + "\n", target: content + "\n"},
         starting={source: content + "\n"},
@@ -157,20 +159,26 @@ def make_copy(task_id: str, source: str, target: str, content: str) -> Task:
 
 
 class Strings:
-    """Word pairs for paths and values; a pair used once is never used again (in either split)."""
+    """Word pairs for paths and values, each used once in the whole suite: no string repeats across tasks,
+    so supervised training cannot fit the split by remembering strings, and no held-out string occurs in
+    training. Held-out tasks are made first."""
 
     def __init__(self, rng: random.Random) -> None:
-        pairs = [(a, b) for a, b in itertools.permutations(WORDS, 2)]
-        rng.shuffle(pairs)
-        self.pairs = iter(pairs)
+        self.pairs = [(a, b) for a, b in itertools.permutations(WORDS, 2)]
+        rng.shuffle(self.pairs)
+
+    def _pair(self) -> tuple[str, str]:
+        if not self.pairs:
+            raise SystemExit(f"{len(WORDS)} words give too few distinct pairs for this many tasks")
+        return self.pairs.pop()
 
     def path(self) -> str:
-        a, b = next(self.pairs)
+        a, b = self._pair()
         return f"{a}_{b}.txt"
 
     def value(self) -> str:
-        a, b = next(self.pairs)
-        return f"{a} {b}"
+        a, b = self._pair()
+        return f"{a}-{b}"
 
 
 def make_tasks(split: str, count: int, strings: Strings, rng: random.Random) -> list[Task]:
@@ -214,13 +222,13 @@ def write_task(root: Path, task: Task, with_demonstrations: bool) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "tasks")
-    parser.add_argument("--train", type=int, default=192, help="training tasks (a multiple of 3 keeps families equal)")
+    parser.add_argument("--train", type=int, default=288, help="training tasks (a multiple of 3 keeps families equal)")
     parser.add_argument("--heldout", type=int, default=48, help="held-out tasks")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     rng = random.Random(args.seed)
     strings = Strings(rng)
-    heldout = make_tasks("heldout", args.heldout, strings, rng)  # first: training never reuses their strings
+    heldout = make_tasks("heldout", args.heldout, strings, rng)
     train = make_tasks("train", args.train, strings, rng)
     for split in ("train", "heldout"):
         shutil.rmtree(args.out / split, ignore_errors=True)

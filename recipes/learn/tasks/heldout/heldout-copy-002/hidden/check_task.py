@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('copy_content', 'equals', 'start_size.txt', 'object make'),
-    ('source_unchanged', 'equals', 'start_text.txt', 'object make'),
+    ('copy_content', 'equals', 'side_next.txt', 'place-form'),
+    ('source_unchanged', 'equals', 'file_push.txt', 'place-form'),
 ]
 
 

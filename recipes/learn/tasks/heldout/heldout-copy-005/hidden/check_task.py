@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('copy_content', 'equals', 'tuple_token.txt', 'junk text'),
-    ('source_unchanged', 'equals', 'check_class.txt', 'junk text'),
+    ('copy_content', 'equals', 'decode_case.txt', 'change-header'),
+    ('source_unchanged', 'equals', 'change_group.txt', 'change-header'),
 ]
 
 

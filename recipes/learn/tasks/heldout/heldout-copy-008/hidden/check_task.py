@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('copy_content', 'equals', 'delete_escape.txt', 'flag lines'),
-    ('source_unchanged', 'equals', 'next_string.txt', 'flag lines'),
+    ('copy_content', 'equals', 'scan_sort.txt', 'change-print'),
+    ('source_unchanged', 'equals', 'long_back.txt', 'change-print'),
 ]
 
 

@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('copy_content', 'equals', 'result_print.txt', 'prefix scan'),
-    ('source_unchanged', 'equals', 'format_parse.txt', 'prefix scan'),
+    ('copy_content', 'equals', 'break_match.txt', 'encode-form'),
+    ('source_unchanged', 'equals', 'line_best.txt', 'encode-form'),
 ]
 
 

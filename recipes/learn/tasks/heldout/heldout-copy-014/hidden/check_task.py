@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('copy_content', 'equals', 'header_column.txt', 'expand start'),
-    ('source_unchanged', 'equals', 'encode_push.txt', 'expand start'),
+    ('copy_content', 'equals', 'import_column.txt', 'data-case'),
+    ('source_unchanged', 'equals', 'range_data.txt', 'data-case'),
 ]
 
 

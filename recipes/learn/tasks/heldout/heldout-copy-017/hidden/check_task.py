@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('copy_content', 'equals', 'width_tabs.txt', 'list start'),
-    ('source_unchanged', 'equals', 'strip_long.txt', 'list start'),
+    ('copy_content', 'equals', 'only_best.txt', 'push-equal'),
+    ('source_unchanged', 'equals', 'file_item.txt', 'push-equal'),
 ]
 
 

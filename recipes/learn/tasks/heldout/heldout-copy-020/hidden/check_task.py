@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('copy_content', 'equals', 'scan_word.txt', 'parse flag'),
-    ('source_unchanged', 'equals', 'blocks_format.txt', 'parse flag'),
+    ('copy_content', 'equals', 'only_sort.txt', 'diff-change'),
+    ('source_unchanged', 'equals', 'column_encode.txt', 'diff-change'),
 ]
 
 

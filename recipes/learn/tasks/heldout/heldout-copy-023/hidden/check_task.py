@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('copy_content', 'equals', 'state_size.txt', 'insert strip'),
-    ('source_unchanged', 'equals', 'case_column.txt', 'insert strip'),
+    ('copy_content', 'equals', 'print_encode.txt', 'item-data'),
+    ('source_unchanged', 'equals', 'change_long.txt', 'item-data'),
 ]
 
 

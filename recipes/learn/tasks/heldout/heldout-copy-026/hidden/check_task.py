@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('copy_content', 'equals', 'data_mark.txt', 'line pair'),
-    ('source_unchanged', 'equals', 'break_pair.txt', 'line pair'),
+    ('copy_content', 'equals', 'decode_item.txt', 'next-range'),
+    ('source_unchanged', 'equals', 'item_make.txt', 'next-range'),
 ]
 
 

@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('copy_content', 'equals', 'junk_back.txt', 'pair check'),
-    ('source_unchanged', 'equals', 'insert_three.txt', 'pair check'),
+    ('copy_content', 'equals', 'decode_file.txt', 'flag-next'),
+    ('source_unchanged', 'equals', 'list_diff.txt', 'flag-next'),
 ]
 
 

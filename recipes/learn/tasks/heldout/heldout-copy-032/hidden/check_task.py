@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('copy_content', 'equals', 'column_value.txt', 'escape iter'),
-    ('source_unchanged', 'equals', 'list_print.txt', 'escape iter'),
+    ('copy_content', 'equals', 'push_codes.txt', 'class-match'),
+    ('source_unchanged', 'equals', 'class_place.txt', 'class-match'),
 ]
 
 

@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('copy_content', 'equals', 'iter_equal.txt', 'expand size'),
-    ('source_unchanged', 'equals', 'only_prefix.txt', 'expand size'),
+    ('copy_content', 'equals', 'range_parse.txt', 'change-size'),
+    ('source_unchanged', 'equals', 'change_best.txt', 'change-size'),
 ]
 
 

@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('copy_content', 'equals', 'format_blocks.txt', 'file encode'),
-    ('source_unchanged', 'equals', 'value_best.txt', 'file encode'),
+    ('copy_content', 'equals', 'import_file.txt', 'data-print'),
+    ('source_unchanged', 'equals', 'sort_data.txt', 'data-print'),
 ]
 
 

@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('copy_content', 'equals', 'quick_next.txt', 'float separator'),
-    ('source_unchanged', 'equals', 'string_words.txt', 'float separator'),
+    ('copy_content', 'equals', 'data_place.txt', 'flag-size'),
+    ('source_unchanged', 'equals', 'line_sort.txt', 'flag-size'),
 ]
 
 

@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('copy_content', 'equals', 'norm_diff.txt', 'change item'),
-    ('source_unchanged', 'equals', 'scan_encode.txt', 'change item'),
+    ('copy_content', 'equals', 'group_make.txt', 'list-default'),
+    ('source_unchanged', 'equals', 'case_equal.txt', 'list-default'),
 ]
 
 

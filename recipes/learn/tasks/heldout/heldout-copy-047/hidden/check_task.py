@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('copy_content', 'equals', 'state_indent.txt', 'sort default'),
-    ('source_unchanged', 'equals', 'parse_expand.txt', 'sort default'),
+    ('copy_content', 'equals', 'codes_data.txt', 'equal-decode'),
+    ('source_unchanged', 'equals', 'sort_line.txt', 'equal-decode'),
 ]
 
 

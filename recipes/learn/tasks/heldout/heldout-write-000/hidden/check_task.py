@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('file_exists', 'exists', 'header_delete.txt', ''),
-    ('file_content', 'equals', 'header_delete.txt', 'float sort'),
+    ('file_exists', 'exists', 'quick_decode.txt', ''),
+    ('file_content', 'equals', 'quick_decode.txt', 'equal-scan'),
 ]
 
 

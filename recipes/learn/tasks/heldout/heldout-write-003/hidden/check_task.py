@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('file_exists', 'exists', 'range_test.txt', ''),
-    ('file_content', 'equals', 'range_test.txt', 'long codes'),
+    ('file_exists', 'exists', 'push_list.txt', ''),
+    ('file_content', 'equals', 'push_list.txt', 'default-case'),
 ]
 
 

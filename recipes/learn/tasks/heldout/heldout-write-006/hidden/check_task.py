@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('file_exists', 'exists', 'escape_string.txt', ''),
-    ('file_content', 'equals', 'escape_string.txt', 'tabs norm'),
+    ('file_exists', 'exists', 'parse_check.txt', ''),
+    ('file_content', 'equals', 'parse_check.txt', 'break-find'),
 ]
 
 

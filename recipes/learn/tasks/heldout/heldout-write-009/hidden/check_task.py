@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('file_exists', 'exists', 'encode_state.txt', ''),
-    ('file_content', 'equals', 'encode_state.txt', 'long replace'),
+    ('file_exists', 'exists', 'default_flag.txt', ''),
+    ('file_content', 'equals', 'default_flag.txt', 'break-list'),
 ]
 
 

@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('file_exists', 'exists', 'prefix_encode.txt', ''),
-    ('file_content', 'equals', 'prefix_encode.txt', 'source back'),
+    ('file_exists', 'exists', 'flag_close.txt', ''),
+    ('file_content', 'equals', 'flag_close.txt', 'default-next'),
 ]
 
 

@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('file_exists', 'exists', 'decode_codes.txt', ''),
-    ('file_content', 'equals', 'decode_codes.txt', 'replace side'),
+    ('file_exists', 'exists', 'best_range.txt', ''),
+    ('file_content', 'equals', 'best_range.txt', 'print-flag'),
 ]
 
 

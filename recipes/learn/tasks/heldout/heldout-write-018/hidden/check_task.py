@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('file_exists', 'exists', 'begin_strip.txt', ''),
-    ('file_content', 'equals', 'begin_strip.txt', 'wrap file'),
+    ('file_exists', 'exists', 'place_header.txt', ''),
+    ('file_content', 'equals', 'place_header.txt', 'match-break'),
 ]
 
 

@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('file_exists', 'exists', 'import_break.txt', ''),
-    ('file_content', 'equals', 'import_break.txt', 'words context'),
+    ('file_exists', 'exists', 'next_pair.txt', ''),
+    ('file_content', 'equals', 'next_pair.txt', 'range-group'),
 ]
 
 

@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('file_exists', 'exists', 'indent_escape.txt', ''),
-    ('file_content', 'equals', 'indent_escape.txt', 'separator float'),
+    ('file_exists', 'exists', 'flag_push.txt', ''),
+    ('file_content', 'equals', 'flag_push.txt', 'break-column'),
 ]
 
 

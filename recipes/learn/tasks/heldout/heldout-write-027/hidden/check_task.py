@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('file_exists', 'exists', 'push_tabs.txt', ''),
-    ('file_content', 'equals', 'push_tabs.txt', 'range import'),
+    ('file_exists', 'exists', 'case_place.txt', ''),
+    ('file_content', 'equals', 'case_place.txt', 'item-form'),
 ]
 
 

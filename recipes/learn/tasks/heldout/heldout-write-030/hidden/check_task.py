@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('file_exists', 'exists', 'data_text.txt', ''),
-    ('file_content', 'equals', 'data_text.txt', 'next diff'),
+    ('file_exists', 'exists', 'break_data.txt', ''),
+    ('file_content', 'equals', 'break_data.txt', 'list-pair'),
 ]
 
 

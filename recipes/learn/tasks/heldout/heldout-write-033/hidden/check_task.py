@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('file_exists', 'exists', 'change_test.txt', ''),
-    ('file_content', 'equals', 'change_test.txt', 'default words'),
+    ('file_exists', 'exists', 'begin_import.txt', ''),
+    ('file_content', 'equals', 'begin_import.txt', 'long-group'),
 ]
 
 

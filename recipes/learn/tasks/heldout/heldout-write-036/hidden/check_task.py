@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('file_exists', 'exists', 'diff_format.txt', ''),
-    ('file_content', 'equals', 'diff_format.txt', 'value token'),
+    ('file_exists', 'exists', 'begin_place.txt', ''),
+    ('file_content', 'equals', 'begin_place.txt', 'quick-close'),
 ]
 
 

@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('file_exists', 'exists', 'value_blocks.txt', ''),
-    ('file_content', 'equals', 'value_blocks.txt', 'scan separator'),
+    ('file_exists', 'exists', 'import_data.txt', ''),
+    ('file_content', 'equals', 'import_data.txt', 'print-pair'),
 ]
 
 

@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('file_exists', 'exists', 'size_value.txt', ''),
-    ('file_content', 'equals', 'size_value.txt', 'match check'),
+    ('file_exists', 'exists', 'group_scan.txt', ''),
+    ('file_content', 'equals', 'group_scan.txt', 'mark-only'),
 ]
 
 

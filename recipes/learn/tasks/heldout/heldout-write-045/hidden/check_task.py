@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('file_exists', 'exists', 'text_table.txt', ''),
-    ('file_content', 'equals', 'text_table.txt', 'make equal'),
+    ('file_exists', 'exists', 'make_default.txt', ''),
+    ('file_content', 'equals', 'make_default.txt', 'diff-list'),
 ]
 
 

@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('first_content', 'equals', 'sort_tabs.txt', 'group push'),
-    ('second_content', 'equals', 'back_chunks.txt', 'find link'),
+    ('first_content', 'equals', 'scan_find.txt', 'find-line'),
+    ('second_content', 'equals', 'data_best.txt', 'header-place'),
 ]
 
 

@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('first_content', 'equals', 'token_diff.txt', 'check insert'),
-    ('second_content', 'equals', 'text_close.txt', 'place back'),
+    ('first_content', 'equals', 'encode_mark.txt', 'list-change'),
+    ('second_content', 'equals', 'side_column.txt', 'codes-check'),
 ]
 
 

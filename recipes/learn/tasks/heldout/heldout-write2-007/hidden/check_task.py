@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('first_content', 'equals', 'table_import.txt', 'result mark'),
-    ('second_content', 'equals', 'wrap_three.txt', 'encode prefix'),
+    ('first_content', 'equals', 'print_close.txt', 'column-mark'),
+    ('second_content', 'equals', 'import_parse.txt', 'next-print'),
 ]
 
 

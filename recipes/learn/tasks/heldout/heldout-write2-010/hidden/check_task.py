@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('first_content', 'equals', 'push_list.txt', 'begin codes'),
-    ('second_content', 'equals', 'codes_sort.txt', 'junk match'),
+    ('first_content', 'equals', 'blocks_flag.txt', 'scan-place'),
+    ('second_content', 'equals', 'match_print.txt', 'diff-equal'),
 ]
 
 

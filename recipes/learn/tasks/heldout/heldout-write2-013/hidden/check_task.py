@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('first_content', 'equals', 'link_encode.txt', 'match diff'),
-    ('second_content', 'equals', 'decode_case.txt', 'width context'),
+    ('first_content', 'equals', 'make_place.txt', 'side-form'),
+    ('second_content', 'equals', 'item_next.txt', 'sort-make'),
 ]
 
 

@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('first_content', 'equals', 'blocks_width.txt', 'group format'),
-    ('second_content', 'equals', 'decode_wrap.txt', 'text quick'),
+    ('first_content', 'equals', 'item_header.txt', 'side-list'),
+    ('second_content', 'equals', 'break_encode.txt', 'only-form'),
 ]
 
 

@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('first_content', 'equals', 'long_iter.txt', 'mark expand'),
-    ('second_content', 'equals', 'start_delete.txt', 'test current'),
+    ('first_content', 'equals', 'back_blocks.txt', 'long-form'),
+    ('second_content', 'equals', 'push_header.txt', 'range-encode'),
 ]
 
 

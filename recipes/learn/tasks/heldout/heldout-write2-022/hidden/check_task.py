@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('first_content', 'equals', 'encode_begin.txt', 'replace decode'),
-    ('second_content', 'equals', 'print_equal.txt', 'separator encode'),
+    ('first_content', 'equals', 'class_range.txt', 'side-mark'),
+    ('second_content', 'equals', 'codes_diff.txt', 'column-break'),
 ]
 
 

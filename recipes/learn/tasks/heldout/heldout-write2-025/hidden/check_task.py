@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('first_content', 'equals', 'sort_three.txt', 'scan delete'),
-    ('second_content', 'equals', 'column_delete.txt', 'range words'),
+    ('first_content', 'equals', 'default_range.txt', 'range-next'),
+    ('second_content', 'equals', 'group_parse.txt', 'case-blocks'),
 ]
 
 

@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('first_content', 'equals', 'words_split.txt', 'context state'),
-    ('second_content', 'equals', 'match_chunks.txt', 'object best'),
+    ('first_content', 'equals', 'print_scan.txt', 'item-change'),
+    ('second_content', 'equals', 'sort_encode.txt', 'long-blocks'),
 ]
 
 

@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('first_content', 'equals', 'split_result.txt', 'float make'),
-    ('second_content', 'equals', 'junk_decode.txt', 'range separator'),
+    ('first_content', 'equals', 'sort_side.txt', 'default-pair'),
+    ('second_content', 'equals', 'column_data.txt', 'decode-header'),
 ]
 
 

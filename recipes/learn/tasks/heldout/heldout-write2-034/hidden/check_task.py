@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('first_content', 'equals', 'codes_word.txt', 'make width'),
-    ('second_content', 'equals', 'default_prefix.txt', 'change source'),
+    ('first_content', 'equals', 'data_break.txt', 'group-check'),
+    ('second_content', 'equals', 'break_class.txt', 'match-line'),
 ]
 
 

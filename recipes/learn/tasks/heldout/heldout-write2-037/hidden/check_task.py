@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('first_content', 'equals', 'column_back.txt', 'push split'),
-    ('second_content', 'equals', 'flag_wrap.txt', 'start file'),
+    ('first_content', 'equals', 'next_import.txt', 'push-line'),
+    ('second_content', 'equals', 'match_place.txt', 'file-close'),
 ]
 
 

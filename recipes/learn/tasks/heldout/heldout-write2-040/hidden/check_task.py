@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('first_content', 'equals', 'chunks_token.txt', 'form wrap'),
-    ('second_content', 'equals', 'form_change.txt', 'sort token'),
+    ('first_content', 'equals', 'quick_header.txt', 'codes-back'),
+    ('second_content', 'equals', 'list_find.txt', 'push-file'),
 ]
 
 

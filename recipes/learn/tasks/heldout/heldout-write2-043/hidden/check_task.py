@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('first_content', 'equals', 'three_tabs.txt', 'junk string'),
-    ('second_content', 'equals', 'junk_diff.txt', 'find format'),
+    ('first_content', 'equals', 'next_line.txt', 'place-scan'),
+    ('second_content', 'equals', 'blocks_print.txt', 'diff-break'),
 ]
 
 

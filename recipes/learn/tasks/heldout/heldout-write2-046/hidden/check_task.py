@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('first_content', 'equals', 'begin_split.txt', 'default escape'),
-    ('second_content', 'equals', 'header_best.txt', 'expand object'),
+    ('first_content', 'equals', 'class_push.txt', 'column-default'),
+    ('second_content', 'equals', 'pair_best.txt', 'data-long'),
 ]
 
 

@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('copy_content', 'equals', 'place_three.txt', 'codes side'),
-    ('source_unchanged', 'equals', 'quick_find.txt', 'codes side'),
+    ('copy_content', 'equals', 'next_flag.txt', 'codes-class'),
+    ('source_unchanged', 'equals', 'quick_parse.txt', 'codes-class'),
 ]
 
 

@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('copy_content', 'equals', 'iter_word.txt', 'string parse'),
-    ('source_unchanged', 'equals', 'flag_value.txt', 'string parse'),
+    ('copy_content', 'equals', 'make_import.txt', 'class-parse'),
+    ('source_unchanged', 'equals', 'case_parse.txt', 'class-parse'),
 ]
 
 

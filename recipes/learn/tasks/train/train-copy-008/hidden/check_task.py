@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('copy_content', 'equals', 'print_codes.txt', 'push make'),
-    ('source_unchanged', 'equals', 'make_replace.txt', 'push make'),
+    ('copy_content', 'equals', 'long_class.txt', 'begin-back'),
+    ('source_unchanged', 'equals', 'begin_match.txt', 'begin-back'),
 ]
 
 

@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('copy_content', 'equals', 'default_source.txt', 'pair text'),
-    ('source_unchanged', 'equals', 'table_flag.txt', 'pair text'),
+    ('copy_content', 'equals', 'begin_blocks.txt', 'item-default'),
+    ('source_unchanged', 'equals', 'scan_default.txt', 'item-default'),
 ]
 
 

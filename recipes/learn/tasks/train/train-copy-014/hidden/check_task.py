@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('copy_content', 'equals', 'next_iter.txt', 'wrap delete'),
-    ('source_unchanged', 'equals', 'begin_result.txt', 'wrap delete'),
+    ('copy_content', 'equals', 'encode_decode.txt', 'flag-decode'),
+    ('source_unchanged', 'equals', 'default_back.txt', 'flag-decode'),
 ]
 
 

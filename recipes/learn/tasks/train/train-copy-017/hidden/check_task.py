@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('copy_content', 'equals', 'group_print.txt', 'match link'),
-    ('source_unchanged', 'equals', 'make_codes.txt', 'match link'),
+    ('copy_content', 'equals', 'quick_find.txt', 'encode-match'),
+    ('source_unchanged', 'equals', 'close_decode.txt', 'encode-match'),
 ]
 
 

@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('copy_content', 'equals', 'iter_next.txt', 'flag place'),
-    ('source_unchanged', 'equals', 'iter_norm.txt', 'flag place'),
+    ('copy_content', 'equals', 'match_flag.txt', 'check-equal'),
+    ('source_unchanged', 'equals', 'place_match.txt', 'check-equal'),
 ]
 
 

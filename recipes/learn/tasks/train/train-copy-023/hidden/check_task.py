@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('copy_content', 'equals', 'pair_context.txt', 'place context'),
-    ('source_unchanged', 'equals', 'three_only.txt', 'place context'),
+    ('copy_content', 'equals', 'form_side.txt', 'match-next'),
+    ('source_unchanged', 'equals', 'back_long.txt', 'match-next'),
 ]
 
 

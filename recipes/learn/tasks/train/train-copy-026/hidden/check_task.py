@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('copy_content', 'equals', 'find_object.txt', 'start mark'),
-    ('source_unchanged', 'equals', 'push_result.txt', 'start mark'),
+    ('copy_content', 'equals', 'line_break.txt', 'next-change'),
+    ('source_unchanged', 'equals', 'check_change.txt', 'next-change'),
 ]
 
 

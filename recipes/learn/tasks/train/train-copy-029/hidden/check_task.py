@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('copy_content', 'equals', 'source_object.txt', 'test decode'),
-    ('source_unchanged', 'equals', 'class_value.txt', 'test decode'),
+    ('copy_content', 'equals', 'column_check.txt', 'parse-flag'),
+    ('source_unchanged', 'equals', 'change_decode.txt', 'parse-flag'),
 ]
 
 

@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('copy_content', 'equals', 'scan_only.txt', 'table value'),
-    ('source_unchanged', 'equals', 'class_object.txt', 'table value'),
+    ('copy_content', 'equals', 'check_flag.txt', 'column-change'),
+    ('source_unchanged', 'equals', 'diff_item.txt', 'column-change'),
 ]
 
 

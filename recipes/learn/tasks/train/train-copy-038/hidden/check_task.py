@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('copy_content', 'equals', 'context_current.txt', 'start format'),
-    ('source_unchanged', 'equals', 'size_match.txt', 'start format'),
+    ('copy_content', 'equals', 'next_make.txt', 'side-size'),
+    ('source_unchanged', 'equals', 'file_next.txt', 'side-size'),
 ]
 
 

@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('copy_content', 'equals', 'file_separator.txt', 'sort flag'),
-    ('source_unchanged', 'equals', 'match_word.txt', 'sort flag'),
+    ('copy_content', 'equals', 'check_diff.txt', 'flag-parse'),
+    ('source_unchanged', 'equals', 'next_long.txt', 'flag-parse'),
 ]
 
 

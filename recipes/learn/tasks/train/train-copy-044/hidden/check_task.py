@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('copy_content', 'equals', 'form_three.txt', 'replace escape'),
-    ('source_unchanged', 'equals', 'words_source.txt', 'replace escape'),
+    ('copy_content', 'equals', 'quick_class.txt', 'best-diff'),
+    ('source_unchanged', 'equals', 'default_import.txt', 'best-diff'),
 ]
 
 

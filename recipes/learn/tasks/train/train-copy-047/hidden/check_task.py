@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('copy_content', 'equals', 'break_only.txt', 'import source'),
-    ('source_unchanged', 'equals', 'parse_start.txt', 'import source'),
+    ('copy_content', 'equals', 'find_flag.txt', 'size-push'),
+    ('source_unchanged', 'equals', 'match_item.txt', 'size-push'),
 ]
 
 

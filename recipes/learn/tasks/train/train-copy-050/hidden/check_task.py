@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('copy_content', 'equals', 'column_diff.txt', 'junk result'),
-    ('source_unchanged', 'equals', 'current_test.txt', 'junk result'),
+    ('copy_content', 'equals', 'class_quick.txt', 'case-import'),
+    ('source_unchanged', 'equals', 'break_item.txt', 'case-import'),
 ]
 
 

@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('copy_content', 'equals', 'delete_prefix.txt', 'print quick'),
-    ('source_unchanged', 'equals', 'flag_make.txt', 'print quick'),
+    ('copy_content', 'equals', 'make_close.txt', 'blocks-parse'),
+    ('source_unchanged', 'equals', 'file_form.txt', 'blocks-parse'),
 ]
 
 

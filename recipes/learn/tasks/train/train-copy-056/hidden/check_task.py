@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('copy_content', 'equals', 'change_indent.txt', 'begin context'),
-    ('source_unchanged', 'equals', 'three_form.txt', 'begin context'),
+    ('copy_content', 'equals', 'encode_change.txt', 'case-encode'),
+    ('source_unchanged', 'equals', 'mark_back.txt', 'case-encode'),
 ]
 
 

@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('copy_content', 'equals', 'file_width.txt', 'break encode'),
-    ('source_unchanged', 'equals', 'strip_equal.txt', 'break encode'),
+    ('copy_content', 'equals', 'equal_blocks.txt', 'print-break'),
+    ('source_unchanged', 'equals', 'default_make.txt', 'print-break'),
 ]
 
 

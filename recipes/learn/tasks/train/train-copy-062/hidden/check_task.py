@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('copy_content', 'equals', 'scan_next.txt', 'make words'),
-    ('source_unchanged', 'equals', 'table_quick.txt', 'make words'),
+    ('copy_content', 'equals', 'flag_column.txt', 'equal-default'),
+    ('source_unchanged', 'equals', 'size_place.txt', 'equal-default'),
 ]
 
 

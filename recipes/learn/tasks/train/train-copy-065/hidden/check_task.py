@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('copy_content', 'equals', 'table_pair.txt', 'flag diff'),
-    ('source_unchanged', 'equals', 'separator_three.txt', 'flag diff'),
+    ('copy_content', 'equals', 'size_check.txt', 'diff-next'),
+    ('source_unchanged', 'equals', 'side_match.txt', 'diff-next'),
 ]
 
 

@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('copy_content', 'equals', 'codes_expand.txt', 'norm import'),
-    ('source_unchanged', 'equals', 'word_side.txt', 'norm import'),
+    ('copy_content', 'equals', 'sort_list.txt', 'decode-form'),
+    ('source_unchanged', 'equals', 'scan_next.txt', 'decode-form'),
 ]
 
 

@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('copy_content', 'equals', 'place_default.txt', 'test begin'),
-    ('source_unchanged', 'equals', 'delete_diff.txt', 'test begin'),
+    ('copy_content', 'equals', 'default_diff.txt', 'class-encode'),
+    ('source_unchanged', 'equals', 'best_column.txt', 'class-encode'),
 ]
 
 

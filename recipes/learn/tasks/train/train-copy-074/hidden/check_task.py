@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('copy_content', 'equals', 'split_print.txt', 'class change'),
-    ('source_unchanged', 'equals', 'junk_wrap.txt', 'class change'),
+    ('copy_content', 'equals', 'push_close.txt', 'group-equal'),
+    ('source_unchanged', 'equals', 'break_long.txt', 'group-equal'),
 ]
 
 

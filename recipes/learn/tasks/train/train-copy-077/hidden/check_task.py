@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('copy_content', 'equals', 'tabs_next.txt', 'wrap tabs'),
-    ('source_unchanged', 'equals', 'link_mark.txt', 'wrap tabs'),
+    ('copy_content', 'equals', 'default_best.txt', 'range-push'),
+    ('source_unchanged', 'equals', 'begin_pair.txt', 'range-push'),
 ]
 
 

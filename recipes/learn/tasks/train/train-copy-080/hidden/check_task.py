@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('copy_content', 'equals', 'tabs_value.txt', 'text expand'),
-    ('source_unchanged', 'equals', 'junk_case.txt', 'text expand'),
+    ('copy_content', 'equals', 'close_codes.txt', 'quick-equal'),
+    ('source_unchanged', 'equals', 'blocks_side.txt', 'quick-equal'),
 ]
 
 

@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('copy_content', 'equals', 'tuple_source.txt', 'indent split'),
-    ('source_unchanged', 'equals', 'begin_best.txt', 'indent split'),
+    ('copy_content', 'equals', 'list_close.txt', 'quick-line'),
+    ('source_unchanged', 'equals', 'group_only.txt', 'quick-line'),
 ]
 
 

@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('copy_content', 'equals', 'diff_test.txt', 'make junk'),
-    ('source_unchanged', 'equals', 'pair_expand.txt', 'make junk'),
+    ('copy_content', 'equals', 'quick_back.txt', 'pair-codes'),
+    ('source_unchanged', 'equals', 'size_line.txt', 'pair-codes'),
 ]
 
 

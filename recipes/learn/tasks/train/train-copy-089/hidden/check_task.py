@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('copy_content', 'equals', 'group_lines.txt', 'close float'),
-    ('source_unchanged', 'equals', 'width_result.txt', 'close float'),
+    ('copy_content', 'equals', 'parse_list.txt', 'close-make'),
+    ('source_unchanged', 'equals', 'file_import.txt', 'close-make'),
 ]
 
 

@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('copy_content', 'equals', 'codes_equal.txt', 'insert scan'),
-    ('source_unchanged', 'equals', 'header_sort.txt', 'insert scan'),
+    ('copy_content', 'equals', 'item_find.txt', 'pair-match'),
+    ('source_unchanged', 'equals', 'encode_print.txt', 'pair-match'),
 ]
 
 

@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('copy_content', 'equals', 'test_header.txt', 'iter best'),
-    ('source_unchanged', 'equals', 'result_begin.txt', 'iter best'),
+    ('copy_content', 'equals', 'header_best.txt', 'print-back'),
+    ('source_unchanged', 'equals', 'size_make.txt', 'print-back'),
 ]
 
 

@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('copy_content', 'equals', 'break_lines.txt', 'value text'),
-    ('source_unchanged', 'equals', 'case_size.txt', 'value text'),
+    ('copy_content', 'equals', 'diff_print.txt', 'default-place'),
+    ('source_unchanged', 'equals', 'back_flag.txt', 'default-place'),
 ]
 
 

@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('copy_content', 'equals', 'quick_close.txt', 'three scan'),
-    ('source_unchanged', 'equals', 'separator_value.txt', 'three scan'),
+    ('copy_content', 'equals', 'push_size.txt', 'blocks-break'),
+    ('source_unchanged', 'equals', 'decode_match.txt', 'blocks-break'),
 ]
 
 

@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('copy_content', 'equals', 'column_side.txt', 'indent case'),
-    ('source_unchanged', 'equals', 'back_words.txt', 'indent case'),
+    ('copy_content', 'equals', 'diff_file.txt', 'check-group'),
+    ('source_unchanged', 'equals', 'only_blocks.txt', 'check-group'),
 ]
 
 

@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('copy_content', 'equals', 'state_context.txt', 'wrap find'),
-    ('source_unchanged', 'equals', 'size_split.txt', 'wrap find'),
+    ('copy_content', 'equals', 'parse_break.txt', 'list-data'),
+    ('source_unchanged', 'equals', 'push_decode.txt', 'list-data'),
 ]
 
 

@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('copy_content', 'equals', 'pair_case.txt', 'case junk'),
-    ('source_unchanged', 'equals', 'range_group.txt', 'case junk'),
+    ('copy_content', 'equals', 'size_codes.txt', 'data-class'),
+    ('source_unchanged', 'equals', 'only_diff.txt', 'data-class'),
 ]
 
 

@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('copy_content', 'equals', 'lines_range.txt', 'lines default'),
-    ('source_unchanged', 'equals', 'three_blocks.txt', 'lines default'),
+    ('copy_content', 'equals', 'print_file.txt', 'best-line'),
+    ('source_unchanged', 'equals', 'decode_encode.txt', 'best-line'),
 ]
 
 

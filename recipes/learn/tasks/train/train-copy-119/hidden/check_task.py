@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('copy_content', 'equals', 'scan_tabs.txt', 'word object'),
-    ('source_unchanged', 'equals', 'import_wrap.txt', 'word object'),
+    ('copy_content', 'equals', 'sort_blocks.txt', 'long-flag'),
+    ('source_unchanged', 'equals', 'find_change.txt', 'long-flag'),
 ]
 
 

@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('copy_content', 'equals', 'check_iter.txt', 'match case'),
-    ('source_unchanged', 'equals', 'insert_best.txt', 'match case'),
+    ('copy_content', 'equals', 'long_only.txt', 'print-mark'),
+    ('source_unchanged', 'equals', 'mark_make.txt', 'print-mark'),
 ]
 
 

@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('copy_content', 'equals', 'junk_encode.txt', 'start value'),
-    ('source_unchanged', 'equals', 'default_wrap.txt', 'start value'),
+    ('copy_content', 'equals', 'print_push.txt', 'place-item'),
+    ('source_unchanged', 'equals', 'best_place.txt', 'place-item'),
 ]
 
 

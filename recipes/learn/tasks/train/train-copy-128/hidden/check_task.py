@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('copy_content', 'equals', 'size_decode.txt', 'string only'),
-    ('source_unchanged', 'equals', 'indent_make.txt', 'string only'),
+    ('copy_content', 'equals', 'side_best.txt', 'begin-parse'),
+    ('source_unchanged', 'equals', 'only_case.txt', 'begin-parse'),
 ]
 
 

@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('copy_content', 'equals', 'strip_only.txt', 'side value'),
-    ('source_unchanged', 'equals', 'tuple_test.txt', 'side value'),
+    ('copy_content', 'equals', 'column_range.txt', 'range-check'),
+    ('source_unchanged', 'equals', 'sort_parse.txt', 'range-check'),
 ]
 
 

@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('copy_content', 'equals', 'token_pair.txt', 'side header'),
-    ('source_unchanged', 'equals', 'token_flag.txt', 'side header'),
+    ('copy_content', 'equals', 'default_close.txt', 'case-decode'),
+    ('source_unchanged', 'equals', 'parse_item.txt', 'case-decode'),
 ]
 
 

@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('copy_content', 'equals', 'sort_state.txt', 'side encode'),
-    ('source_unchanged', 'equals', 'next_separator.txt', 'side encode'),
+    ('copy_content', 'equals', 'match_form.txt', 'begin-find'),
+    ('source_unchanged', 'equals', 'size_diff.txt', 'begin-find'),
 ]
 
 

@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('copy_content', 'equals', 'chunks_split.txt', 'format result'),
-    ('source_unchanged', 'equals', 'item_value.txt', 'format result'),
+    ('copy_content', 'equals', 'long_sort.txt', 'scan-file'),
+    ('source_unchanged', 'equals', 'blocks_decode.txt', 'scan-file'),
 ]
 
 

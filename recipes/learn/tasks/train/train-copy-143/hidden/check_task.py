@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('copy_content', 'equals', 'case_word.txt', 'pair parse'),
-    ('source_unchanged', 'equals', 'string_codes.txt', 'pair parse'),
+    ('copy_content', 'equals', 'place_column.txt', 'close-import'),
+    ('source_unchanged', 'equals', 'pair_push.txt', 'close-import'),
 ]
 
 

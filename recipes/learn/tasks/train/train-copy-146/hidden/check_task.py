@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('copy_content', 'equals', 'class_source.txt', 'check line'),
-    ('source_unchanged', 'equals', 'match_expand.txt', 'check line'),
+    ('copy_content', 'equals', 'size_next.txt', 'encode-begin'),
+    ('source_unchanged', 'equals', 'case_column.txt', 'encode-begin'),
 ]
 
 

@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('copy_content', 'equals', 'insert_words.txt', 'mark diff'),
-    ('source_unchanged', 'equals', 'replace_scan.txt', 'mark diff'),
+    ('copy_content', 'equals', 'diff_close.txt', 'side-blocks'),
+    ('source_unchanged', 'equals', 'item_only.txt', 'side-blocks'),
 ]
 
 

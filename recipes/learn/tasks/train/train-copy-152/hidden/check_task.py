@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('copy_content', 'equals', 'prefix_column.txt', 'form current'),
-    ('source_unchanged', 'equals', 'pair_size.txt', 'form current'),
+    ('copy_content', 'equals', 'size_encode.txt', 'scan-only'),
+    ('source_unchanged', 'equals', 'default_match.txt', 'scan-only'),
 ]
 
 

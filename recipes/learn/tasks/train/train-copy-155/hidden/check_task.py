@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('copy_content', 'equals', 'side_tabs.txt', 'match sort'),
-    ('source_unchanged', 'equals', 'break_item.txt', 'match sort'),
+    ('copy_content', 'equals', 'blocks_file.txt', 'line-item'),
+    ('source_unchanged', 'equals', 'blocks_long.txt', 'line-item'),
 ]
 
 

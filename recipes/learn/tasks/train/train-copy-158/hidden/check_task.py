@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('copy_content', 'equals', 'decode_test.txt', 'line current'),
-    ('source_unchanged', 'equals', 'tabs_break.txt', 'line current'),
+    ('copy_content', 'equals', 'pair_header.txt', 'equal-class'),
+    ('source_unchanged', 'equals', 'column_item.txt', 'equal-class'),
 ]
 
 

@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('copy_content', 'equals', 'test_parse.txt', 'begin string'),
-    ('source_unchanged', 'equals', 'result_delete.txt', 'begin string'),
+    ('copy_content', 'equals', 'list_form.txt', 'make-line'),
+    ('source_unchanged', 'equals', 'range_long.txt', 'make-line'),
 ]
 
 

@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('copy_content', 'equals', 'escape_word.txt', 'wrap link'),
-    ('source_unchanged', 'equals', 'column_default.txt', 'wrap link'),
+    ('copy_content', 'equals', 'flag_break.txt', 'class-case'),
+    ('source_unchanged', 'equals', 'find_long.txt', 'class-case'),
 ]
 
 

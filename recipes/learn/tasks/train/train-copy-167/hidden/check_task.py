@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('copy_content', 'equals', 'mark_state.txt', 'string iter'),
-    ('source_unchanged', 'equals', 'codes_size.txt', 'string iter'),
+    ('copy_content', 'equals', 'decode_next.txt', 'print-group'),
+    ('source_unchanged', 'equals', 'scan_parse.txt', 'print-group'),
 ]
 
 

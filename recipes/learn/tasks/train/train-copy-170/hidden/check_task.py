@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('copy_content', 'equals', 'class_state.txt', 'best blocks'),
-    ('source_unchanged', 'equals', 'default_mark.txt', 'best blocks'),
+    ('copy_content', 'equals', 'break_default.txt', 'only-long'),
+    ('source_unchanged', 'equals', 'push_form.txt', 'only-long'),
 ]
 
 

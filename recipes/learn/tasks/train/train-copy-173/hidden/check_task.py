@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('copy_content', 'equals', 'context_break.txt', 'indent header'),
-    ('source_unchanged', 'equals', 'context_begin.txt', 'indent header'),
+    ('copy_content', 'equals', 'import_form.txt', 'file-flag'),
+    ('source_unchanged', 'equals', 'print_find.txt', 'file-flag'),
 ]
 
 

@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('copy_content', 'equals', 'width_separator.txt', 'change mark'),
-    ('source_unchanged', 'equals', 'flag_form.txt', 'change mark'),
+    ('copy_content', 'equals', 'parse_only.txt', 'range-close'),
+    ('source_unchanged', 'equals', 'data_close.txt', 'range-close'),
 ]
 
 

@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('copy_content', 'equals', 'change_push.txt', 'case class'),
-    ('source_unchanged', 'equals', 'find_pair.txt', 'case class'),
+    ('copy_content', 'equals', 'make_equal.txt', 'find-case'),
+    ('source_unchanged', 'equals', 'close_parse.txt', 'find-case'),
 ]
 
 

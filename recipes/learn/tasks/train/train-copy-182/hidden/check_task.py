@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('copy_content', 'equals', 'indent_default.txt', 'flag line'),
-    ('source_unchanged', 'equals', 'pair_tuple.txt', 'flag line'),
+    ('copy_content', 'equals', 'file_mark.txt', 'form-parse'),
+    ('source_unchanged', 'equals', 'equal_pair.txt', 'form-parse'),
 ]
 
 

@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('copy_content', 'equals', 'equal_class.txt', 'prefix iter'),
-    ('source_unchanged', 'equals', 'blocks_split.txt', 'prefix iter'),
+    ('copy_content', 'equals', 'group_side.txt', 'make-codes'),
+    ('source_unchanged', 'equals', 'next_back.txt', 'make-codes'),
 ]
 
 

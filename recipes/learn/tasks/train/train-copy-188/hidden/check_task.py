@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('copy_content', 'equals', 'tuple_line.txt', 'iter default'),
-    ('source_unchanged', 'equals', 'file_lines.txt', 'iter default'),
+    ('copy_content', 'equals', 'list_next.txt', 'blocks-case'),
+    ('source_unchanged', 'equals', 'file_class.txt', 'blocks-case'),
 ]
 
 

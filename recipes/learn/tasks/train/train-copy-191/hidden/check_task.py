@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('copy_content', 'equals', 'flag_back.txt', 'width chunks'),
-    ('source_unchanged', 'equals', 'split_lines.txt', 'width chunks'),
+    ('copy_content', 'equals', 'scan_class.txt', 'match-only'),
+    ('source_unchanged', 'equals', 'encode_scan.txt', 'match-only'),
 ]
 
 

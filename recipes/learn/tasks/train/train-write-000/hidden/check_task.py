@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('file_exists', 'exists', 'class_make.txt', ''),
-    ('file_content', 'equals', 'class_make.txt', 'form place'),
+    ('file_exists', 'exists', 'place_sort.txt', ''),
+    ('file_content', 'equals', 'place_sort.txt', 'check-side'),
 ]
 
 

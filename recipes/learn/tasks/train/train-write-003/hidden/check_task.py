@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('file_exists', 'exists', 'list_indent.txt', ''),
-    ('file_content', 'equals', 'list_indent.txt', 'source start'),
+    ('file_exists', 'exists', 'best_case.txt', ''),
+    ('file_content', 'equals', 'best_case.txt', 'push-begin'),
 ]
 
 

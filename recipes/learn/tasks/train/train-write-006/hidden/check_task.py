@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('file_exists', 'exists', 'range_header.txt', ''),
-    ('file_content', 'equals', 'range_header.txt', 'parse escape'),
+    ('file_exists', 'exists', 'long_close.txt', ''),
+    ('file_content', 'equals', 'long_close.txt', 'push-long'),
 ]
 
 

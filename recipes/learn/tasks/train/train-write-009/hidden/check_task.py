@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('file_exists', 'exists', 'item_codes.txt', ''),
-    ('file_content', 'equals', 'item_codes.txt', 'import scan'),
+    ('file_exists', 'exists', 'close_best.txt', ''),
+    ('file_content', 'equals', 'close_best.txt', 'class-list'),
 ]
 
 

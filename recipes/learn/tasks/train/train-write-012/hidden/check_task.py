@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('file_exists', 'exists', 'junk_escape.txt', ''),
-    ('file_content', 'equals', 'junk_escape.txt', 'default tabs'),
+    ('file_exists', 'exists', 'find_place.txt', ''),
+    ('file_content', 'equals', 'find_place.txt', 'long-quick'),
 ]
 
 

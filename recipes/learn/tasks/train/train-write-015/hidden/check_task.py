@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('file_exists', 'exists', 'next_chunks.txt', ''),
-    ('file_content', 'equals', 'next_chunks.txt', 'encode mark'),
+    ('file_exists', 'exists', 'class_file.txt', ''),
+    ('file_content', 'equals', 'class_file.txt', 'quick-list'),
 ]
 
 

@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('file_exists', 'exists', 'break_test.txt', ''),
-    ('file_content', 'equals', 'break_test.txt', 'back size'),
+    ('file_exists', 'exists', 'range_only.txt', ''),
+    ('file_content', 'equals', 'range_only.txt', 'form-range'),
 ]
 
 

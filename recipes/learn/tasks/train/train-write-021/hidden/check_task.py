@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('file_exists', 'exists', 'state_strip.txt', ''),
-    ('file_content', 'equals', 'state_strip.txt', 'find context'),
+    ('file_exists', 'exists', 'check_import.txt', ''),
+    ('file_content', 'equals', 'check_import.txt', 'diff-side'),
 ]
 
 

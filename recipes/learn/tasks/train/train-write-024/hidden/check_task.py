@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('file_exists', 'exists', 'separator_test.txt', ''),
-    ('file_content', 'equals', 'separator_test.txt', 'context replace'),
+    ('file_exists', 'exists', 'find_blocks.txt', ''),
+    ('file_content', 'equals', 'find_blocks.txt', 'line-form'),
 ]
 
 

@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('file_exists', 'exists', 'string_group.txt', ''),
-    ('file_content', 'equals', 'string_group.txt', 'long blocks'),
+    ('file_exists', 'exists', 'back_line.txt', ''),
+    ('file_content', 'equals', 'back_line.txt', 'form-decode'),
 ]
 
 

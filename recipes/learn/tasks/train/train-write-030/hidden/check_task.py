@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('file_exists', 'exists', 'width_test.txt', ''),
-    ('file_content', 'equals', 'width_test.txt', 'wrap column'),
+    ('file_exists', 'exists', 'group_file.txt', ''),
+    ('file_content', 'equals', 'group_file.txt', 'encode-file'),
 ]
 
 

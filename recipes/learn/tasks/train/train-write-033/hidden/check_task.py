@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('file_exists', 'exists', 'indent_tuple.txt', ''),
-    ('file_content', 'equals', 'indent_tuple.txt', 'string separator'),
+    ('file_exists', 'exists', 'file_best.txt', ''),
+    ('file_content', 'equals', 'file_best.txt', 'pair-print'),
 ]
 
 

@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('file_exists', 'exists', 'next_only.txt', ''),
-    ('file_content', 'equals', 'next_only.txt', 'token file'),
+    ('file_exists', 'exists', 'codes_equal.txt', ''),
+    ('file_content', 'equals', 'codes_equal.txt', 'make-mark'),
 ]
 
 

@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('file_exists', 'exists', 'place_iter.txt', ''),
-    ('file_content', 'equals', 'place_iter.txt', 'class words'),
+    ('file_exists', 'exists', 'find_form.txt', ''),
+    ('file_content', 'equals', 'find_form.txt', 'parse-side'),
 ]
 
 

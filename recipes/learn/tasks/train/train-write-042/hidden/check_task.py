@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('file_exists', 'exists', 'context_flag.txt', ''),
-    ('file_content', 'equals', 'context_flag.txt', 'words expand'),
+    ('file_exists', 'exists', 'import_item.txt', ''),
+    ('file_content', 'equals', 'import_item.txt', 'group-mark'),
 ]
 
 

@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('file_exists', 'exists', 'tuple_case.txt', ''),
-    ('file_content', 'equals', 'tuple_case.txt', 'diff case'),
+    ('file_exists', 'exists', 'find_default.txt', ''),
+    ('file_content', 'equals', 'find_default.txt', 'class-pair'),
 ]
 
 

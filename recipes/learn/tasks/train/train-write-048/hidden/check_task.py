@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('file_exists', 'exists', 'tabs_file.txt', ''),
-    ('file_content', 'equals', 'tabs_file.txt', 'prefix tuple'),
+    ('file_exists', 'exists', 'back_check.txt', ''),
+    ('file_content', 'equals', 'back_check.txt', 'close-side'),
 ]
 
 

@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('file_exists', 'exists', 'default_begin.txt', ''),
-    ('file_content', 'equals', 'default_begin.txt', 'pair equal'),
+    ('file_exists', 'exists', 'long_decode.txt', ''),
+    ('file_content', 'equals', 'long_decode.txt', 'push-diff'),
 ]
 
 

@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('file_exists', 'exists', 'chunks_check.txt', ''),
-    ('file_content', 'equals', 'chunks_check.txt', 'default group'),
+    ('file_exists', 'exists', 'quick_place.txt', ''),
+    ('file_content', 'equals', 'quick_place.txt', 'data-parse'),
 ]
 
 

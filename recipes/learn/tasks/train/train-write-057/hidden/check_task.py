@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('file_exists', 'exists', 'push_side.txt', ''),
-    ('file_content', 'equals', 'push_side.txt', 'words format'),
+    ('file_exists', 'exists', 'check_close.txt', ''),
+    ('file_content', 'equals', 'check_close.txt', 'data-size'),
 ]
 
 

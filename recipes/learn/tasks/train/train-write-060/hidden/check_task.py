@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('file_exists', 'exists', 'expand_sort.txt', ''),
-    ('file_content', 'equals', 'expand_sort.txt', 'encode indent'),
+    ('file_exists', 'exists', 'parse_encode.txt', ''),
+    ('file_content', 'equals', 'parse_encode.txt', 'pair-quick'),
 ]
 
 

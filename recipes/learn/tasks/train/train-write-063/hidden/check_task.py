@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('file_exists', 'exists', 'split_range.txt', ''),
-    ('file_content', 'equals', 'split_range.txt', 'import context'),
+    ('file_exists', 'exists', 'item_begin.txt', ''),
+    ('file_content', 'equals', 'item_begin.txt', 'class-default'),
 ]
 
 

@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('file_exists', 'exists', 'parse_blocks.txt', ''),
-    ('file_content', 'equals', 'parse_blocks.txt', 'class link'),
+    ('file_exists', 'exists', 'equal_break.txt', ''),
+    ('file_content', 'equals', 'equal_break.txt', 'only-find'),
 ]
 
 

@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('file_exists', 'exists', 'junk_only.txt', ''),
-    ('file_content', 'equals', 'junk_only.txt', 'mark line'),
+    ('file_exists', 'exists', 'encode_place.txt', ''),
+    ('file_content', 'equals', 'encode_place.txt', 'file-encode'),
 ]
 
 

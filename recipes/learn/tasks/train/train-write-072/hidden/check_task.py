@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('file_exists', 'exists', 'table_best.txt', ''),
-    ('file_content', 'equals', 'table_best.txt', 'text words'),
+    ('file_exists', 'exists', 'import_diff.txt', ''),
+    ('file_content', 'equals', 'import_diff.txt', 'only-scan'),
 ]
 
 

@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('file_exists', 'exists', 'result_tabs.txt', ''),
-    ('file_content', 'equals', 'result_tabs.txt', 'escape class'),
+    ('file_exists', 'exists', 'group_best.txt', ''),
+    ('file_content', 'equals', 'group_best.txt', 'diff-match'),
 ]
 
 

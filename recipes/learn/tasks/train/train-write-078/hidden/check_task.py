@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('file_exists', 'exists', 'three_parse.txt', ''),
-    ('file_content', 'equals', 'three_parse.txt', 'separator escape'),
+    ('file_exists', 'exists', 'match_sort.txt', ''),
+    ('file_content', 'equals', 'match_sort.txt', 'check-column'),
 ]
 
 

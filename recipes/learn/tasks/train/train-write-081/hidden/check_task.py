@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('file_exists', 'exists', 'format_separator.txt', ''),
-    ('file_content', 'equals', 'format_separator.txt', 'equal result'),
+    ('file_exists', 'exists', 'quick_codes.txt', ''),
+    ('file_content', 'equals', 'quick_codes.txt', 'side-class'),
 ]
 
 

@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('file_exists', 'exists', 'encode_file.txt', ''),
-    ('file_content', 'equals', 'encode_file.txt', 'expand parse'),
+    ('file_exists', 'exists', 'codes_break.txt', ''),
+    ('file_content', 'equals', 'codes_break.txt', 'find-match'),
 ]
 
 

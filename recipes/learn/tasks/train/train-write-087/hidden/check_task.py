@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('file_exists', 'exists', 'column_source.txt', ''),
-    ('file_content', 'equals', 'column_source.txt', 'group close'),
+    ('file_exists', 'exists', 'scan_blocks.txt', ''),
+    ('file_content', 'equals', 'scan_blocks.txt', 'print-case'),
 ]
 
 

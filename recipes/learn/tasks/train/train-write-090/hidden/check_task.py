@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('file_exists', 'exists', 'text_codes.txt', ''),
-    ('file_content', 'equals', 'text_codes.txt', 'begin word'),
+    ('file_exists', 'exists', 'make_print.txt', ''),
+    ('file_content', 'equals', 'make_print.txt', 'push-pair'),
 ]
 
 

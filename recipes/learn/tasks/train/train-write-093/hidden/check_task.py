@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('file_exists', 'exists', 'tuple_quick.txt', ''),
-    ('file_content', 'equals', 'tuple_quick.txt', 'data encode'),
+    ('file_exists', 'exists', 'next_default.txt', ''),
+    ('file_content', 'equals', 'next_default.txt', 'quick-change'),
 ]
 
 

@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('file_exists', 'exists', 'make_float.txt', ''),
-    ('file_content', 'equals', 'make_float.txt', 'junk list'),
+    ('file_exists', 'exists', 'diff_back.txt', ''),
+    ('file_content', 'equals', 'diff_back.txt', 'header-class'),
 ]
 
 

@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('file_exists', 'exists', 'file_token.txt', ''),
-    ('file_content', 'equals', 'file_token.txt', 'best split'),
+    ('file_exists', 'exists', 'default_sort.txt', ''),
+    ('file_content', 'equals', 'default_sort.txt', 'begin-make'),
 ]
 
 

@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('file_exists', 'exists', 'range_strip.txt', ''),
-    ('file_content', 'equals', 'range_strip.txt', 'width current'),
+    ('file_exists', 'exists', 'only_default.txt', ''),
+    ('file_content', 'equals', 'only_default.txt', 'import-begin'),
 ]
 
 

@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('file_exists', 'exists', 'case_prefix.txt', ''),
-    ('file_content', 'equals', 'case_prefix.txt', 'split check'),
+    ('file_exists', 'exists', 'change_scan.txt', ''),
+    ('file_content', 'equals', 'change_scan.txt', 'mark-header'),
 ]
 
 

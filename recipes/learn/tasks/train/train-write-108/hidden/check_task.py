@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('file_exists', 'exists', 'mark_encode.txt', ''),
-    ('file_content', 'equals', 'mark_encode.txt', 'norm escape'),
+    ('file_exists', 'exists', 'list_side.txt', ''),
+    ('file_content', 'equals', 'list_side.txt', 'blocks-item'),
 ]
 
 

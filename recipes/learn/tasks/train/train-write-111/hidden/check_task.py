@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('file_exists', 'exists', 'chunks_separator.txt', ''),
-    ('file_content', 'equals', 'chunks_separator.txt', 'decode state'),
+    ('file_exists', 'exists', 'codes_quick.txt', ''),
+    ('file_content', 'equals', 'codes_quick.txt', 'back-side'),
 ]
 
 

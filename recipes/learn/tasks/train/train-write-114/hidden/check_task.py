@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('file_exists', 'exists', 'table_word.txt', ''),
-    ('file_content', 'equals', 'table_word.txt', 'link equal'),
+    ('file_exists', 'exists', 'default_break.txt', ''),
+    ('file_content', 'equals', 'default_break.txt', 'file-sort'),
 ]
 
 

@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('file_exists', 'exists', 'text_tuple.txt', ''),
-    ('file_content', 'equals', 'text_tuple.txt', 'break object'),
+    ('file_exists', 'exists', 'push_case.txt', ''),
+    ('file_content', 'equals', 'push_case.txt', 'only-print'),
 ]
 
 

@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('file_exists', 'exists', 'tuple_wrap.txt', ''),
-    ('file_content', 'equals', 'tuple_wrap.txt', 'flag expand'),
+    ('file_exists', 'exists', 'form_match.txt', ''),
+    ('file_content', 'equals', 'form_match.txt', 'equal-sort'),
 ]
 
 

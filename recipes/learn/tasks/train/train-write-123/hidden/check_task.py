@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('file_exists', 'exists', 'lines_format.txt', ''),
-    ('file_content', 'equals', 'lines_format.txt', 'item strip'),
+    ('file_exists', 'exists', 'range_quick.txt', ''),
+    ('file_content', 'equals', 'range_quick.txt', 'diff-blocks'),
 ]
 
 

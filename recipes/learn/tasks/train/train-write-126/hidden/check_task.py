@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('file_exists', 'exists', 'delete_data.txt', ''),
-    ('file_content', 'equals', 'delete_data.txt', 'object replace'),
+    ('file_exists', 'exists', 'long_line.txt', ''),
+    ('file_content', 'equals', 'long_line.txt', 'pair-long'),
 ]
 
 

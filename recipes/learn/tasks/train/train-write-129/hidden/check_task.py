@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('file_exists', 'exists', 'three_pair.txt', ''),
-    ('file_content', 'equals', 'three_pair.txt', 'source iter'),
+    ('file_exists', 'exists', 'file_codes.txt', ''),
+    ('file_content', 'equals', 'file_codes.txt', 'flag-match'),
 ]
 
 

@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('file_exists', 'exists', 'source_data.txt', ''),
-    ('file_content', 'equals', 'source_data.txt', 'separator blocks'),
+    ('file_exists', 'exists', 'import_close.txt', ''),
+    ('file_content', 'equals', 'import_close.txt', 'scan-data'),
 ]
 
 

@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('file_exists', 'exists', 'link_tuple.txt', ''),
-    ('file_content', 'equals', 'link_tuple.txt', 'width close'),
+    ('file_exists', 'exists', 'change_parse.txt', ''),
+    ('file_content', 'equals', 'change_parse.txt', 'range-import'),
 ]
 
 

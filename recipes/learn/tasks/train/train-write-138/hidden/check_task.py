@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('file_exists', 'exists', 'back_find.txt', ''),
-    ('file_content', 'equals', 'back_find.txt', 'best tabs'),
+    ('file_exists', 'exists', 'place_print.txt', ''),
+    ('file_content', 'equals', 'place_print.txt', 'flag-best'),
 ]
 
 

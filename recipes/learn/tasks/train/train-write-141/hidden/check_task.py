@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('file_exists', 'exists', 'mark_flag.txt', ''),
-    ('file_content', 'equals', 'mark_flag.txt', 'object class'),
+    ('file_exists', 'exists', 'begin_equal.txt', ''),
+    ('file_content', 'equals', 'begin_equal.txt', 'encode-blocks'),
 ]
 
 

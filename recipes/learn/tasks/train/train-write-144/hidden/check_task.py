@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('file_exists', 'exists', 'case_separator.txt', ''),
-    ('file_content', 'equals', 'case_separator.txt', 'word sort'),
+    ('file_exists', 'exists', 'case_only.txt', ''),
+    ('file_content', 'equals', 'case_only.txt', 'back-diff'),
 ]
 
 

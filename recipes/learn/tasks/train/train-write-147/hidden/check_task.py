@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('file_exists', 'exists', 'replace_header.txt', ''),
-    ('file_content', 'equals', 'replace_header.txt', 'pair words'),
+    ('file_exists', 'exists', 'data_back.txt', ''),
+    ('file_content', 'equals', 'data_back.txt', 'scan-pair'),
 ]
 
 

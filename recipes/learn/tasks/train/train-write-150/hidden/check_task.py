@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('file_exists', 'exists', 'three_change.txt', ''),
-    ('file_content', 'equals', 'three_change.txt', 'change junk'),
+    ('file_exists', 'exists', 'print_header.txt', ''),
+    ('file_content', 'equals', 'print_header.txt', 'break-parse'),
 ]
 
 

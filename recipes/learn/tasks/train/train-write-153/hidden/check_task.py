@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('file_exists', 'exists', 'expand_decode.txt', ''),
-    ('file_content', 'equals', 'expand_decode.txt', 'format token'),
+    ('file_exists', 'exists', 'column_back.txt', ''),
+    ('file_content', 'equals', 'column_back.txt', 'list-back'),
 ]
 
 

@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('file_exists', 'exists', 'link_class.txt', ''),
-    ('file_content', 'equals', 'link_class.txt', 'tabs match'),
+    ('file_exists', 'exists', 'size_print.txt', ''),
+    ('file_content', 'equals', 'size_print.txt', 'decode-side'),
 ]
 
 

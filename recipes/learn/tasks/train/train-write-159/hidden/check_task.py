@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('file_exists', 'exists', 'wrap_item.txt', ''),
-    ('file_content', 'equals', 'wrap_item.txt', 'equal side'),
+    ('file_exists', 'exists', 'import_long.txt', ''),
+    ('file_content', 'equals', 'import_long.txt', 'quick-scan'),
 ]
 
 

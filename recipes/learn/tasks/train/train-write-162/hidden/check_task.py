@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('file_exists', 'exists', 'three_separator.txt', ''),
-    ('file_content', 'equals', 'three_separator.txt', 'column decode'),
+    ('file_exists', 'exists', 'side_pair.txt', ''),
+    ('file_content', 'equals', 'side_pair.txt', 'class-long'),
 ]
 
 

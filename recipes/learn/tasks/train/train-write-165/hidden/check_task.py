@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('file_exists', 'exists', 'mark_list.txt', ''),
-    ('file_content', 'equals', 'mark_list.txt', 'column match'),
+    ('file_exists', 'exists', 'column_import.txt', ''),
+    ('file_content', 'equals', 'column_import.txt', 'form-break'),
 ]
 
 

@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('file_exists', 'exists', 'close_tuple.txt', ''),
-    ('file_content', 'equals', 'close_tuple.txt', 'back long'),
+    ('file_exists', 'exists', 'flag_range.txt', ''),
+    ('file_content', 'equals', 'flag_range.txt', 'form-header'),
 ]
 
 

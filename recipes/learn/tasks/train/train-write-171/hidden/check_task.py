@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('file_exists', 'exists', 'check_match.txt', ''),
-    ('file_content', 'equals', 'check_match.txt', 'delete check'),
+    ('file_exists', 'exists', 'codes_place.txt', ''),
+    ('file_content', 'equals', 'codes_place.txt', 'file-quick'),
 ]
 
 

@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('file_exists', 'exists', 'wrap_back.txt', ''),
-    ('file_content', 'equals', 'wrap_back.txt', 'flag pair'),
+    ('file_exists', 'exists', 'line_close.txt', ''),
+    ('file_content', 'equals', 'line_close.txt', 'break-only'),
 ]
 
 

@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('file_exists', 'exists', 'replace_delete.txt', ''),
-    ('file_content', 'equals', 'replace_delete.txt', 'sort import'),
+    ('file_exists', 'exists', 'case_header.txt', ''),
+    ('file_content', 'equals', 'case_header.txt', 'column-list'),
 ]
 
 

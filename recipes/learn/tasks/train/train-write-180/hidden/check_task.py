@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('file_exists', 'exists', 'blocks_best.txt', ''),
-    ('file_content', 'equals', 'blocks_best.txt', 'value mark'),
+    ('file_exists', 'exists', 'file_parse.txt', ''),
+    ('file_content', 'equals', 'file_parse.txt', 'parse-file'),
 ]
 
 

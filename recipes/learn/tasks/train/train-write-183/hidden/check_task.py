@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('file_exists', 'exists', 'norm_match.txt', ''),
-    ('file_content', 'equals', 'norm_match.txt', 'source break'),
+    ('file_exists', 'exists', 'sort_group.txt', ''),
+    ('file_content', 'equals', 'sort_group.txt', 'only-side'),
 ]
 
 

@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('file_exists', 'exists', 'break_equal.txt', ''),
-    ('file_content', 'equals', 'break_equal.txt', 'equal find'),
+    ('file_exists', 'exists', 'flag_mark.txt', ''),
+    ('file_content', 'equals', 'flag_mark.txt', 'decode-size'),
 ]
 
 

@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('file_exists', 'exists', 'word_parse.txt', ''),
-    ('file_content', 'equals', 'word_parse.txt', 'size prefix'),
+    ('file_exists', 'exists', 'parse_next.txt', ''),
+    ('file_content', 'equals', 'parse_next.txt', 'file-equal'),
 ]
 
 

@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('first_content', 'equals', 'replace_text.txt', 'flag side'),
-    ('second_content', 'equals', 'default_text.txt', 'print import'),
+    ('first_content', 'equals', 'find_print.txt', 'print-size'),
+    ('second_content', 'equals', 'size_scan.txt', 'place-find'),
 ]
 
 

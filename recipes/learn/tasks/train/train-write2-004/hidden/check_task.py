@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('first_content', 'equals', 'words_insert.txt', 'chunks string'),
-    ('second_content', 'equals', 'form_import.txt', 'tabs float'),
+    ('first_content', 'equals', 'make_group.txt', 'import-quick'),
+    ('second_content', 'equals', 'match_make.txt', 'sort-break'),
 ]
 
 

@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('first_content', 'equals', 'blocks_diff.txt', 'only quick'),
-    ('second_content', 'equals', 'iter_junk.txt', 'string blocks'),
+    ('first_content', 'equals', 'case_line.txt', 'scan-import'),
+    ('second_content', 'equals', 'equal_codes.txt', 'push-parse'),
 ]
 
 

@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('first_content', 'equals', 'junk_strip.txt', 'next codes'),
-    ('second_content', 'equals', 'escape_long.txt', 'size back'),
+    ('first_content', 'equals', 'case_pair.txt', 'group-decode'),
+    ('second_content', 'equals', 'only_push.txt', 'print-column'),
 ]
 
 

@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('first_content', 'equals', 'context_test.txt', 'only state'),
-    ('second_content', 'equals', 'insert_norm.txt', 'parse value'),
+    ('first_content', 'equals', 'push_range.txt', 'scan-range'),
+    ('second_content', 'equals', 'codes_decode.txt', 'blocks-encode'),
 ]
 
 

@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('first_content', 'equals', 'range_split.txt', 'diff place'),
-    ('second_content', 'equals', 'codes_best.txt', 'diff table'),
+    ('first_content', 'equals', 'form_only.txt', 'begin-print'),
+    ('second_content', 'equals', 'range_form.txt', 'scan-long'),
 ]
 
 

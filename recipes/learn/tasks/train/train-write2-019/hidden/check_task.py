@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('first_content', 'equals', 'table_words.txt', 'wrap state'),
-    ('second_content', 'equals', 'list_place.txt', 'break file'),
+    ('first_content', 'equals', 'check_quick.txt', 'range-equal'),
+    ('second_content', 'equals', 'side_file.txt', 'parse-match'),
 ]
 
 

@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('first_content', 'equals', 'delete_column.txt', 'table begin'),
-    ('second_content', 'equals', 'push_norm.txt', 'float test'),
+    ('first_content', 'equals', 'sort_diff.txt', 'case-form'),
+    ('second_content', 'equals', 'flag_line.txt', 'mark-sort'),
 ]
 
 

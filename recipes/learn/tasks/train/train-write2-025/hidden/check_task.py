@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('first_content', 'equals', 'table_separator.txt', 'strip split'),
-    ('second_content', 'equals', 'text_split.txt', 'test float'),
+    ('first_content', 'equals', 'default_group.txt', 'mark-close'),
+    ('second_content', 'equals', 'file_blocks.txt', 'mark-line'),
 ]
 
 

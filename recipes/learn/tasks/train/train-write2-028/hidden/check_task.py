@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('first_content', 'equals', 'diff_column.txt', 'close token'),
-    ('second_content', 'equals', 'parse_split.txt', 'object value'),
+    ('first_content', 'equals', 'blocks_mark.txt', 'diff-long'),
+    ('second_content', 'equals', 'best_change.txt', 'quick-import'),
 ]
 
 

@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('first_content', 'equals', 'tuple_object.txt', 'range prefix'),
-    ('second_content', 'equals', 'escape_scan.txt', 'find decode'),
+    ('first_content', 'equals', 'side_decode.txt', 'match-diff'),
+    ('second_content', 'equals', 'list_flag.txt', 'make-form'),
 ]
 
 

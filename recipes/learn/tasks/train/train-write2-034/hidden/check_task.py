@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('first_content', 'equals', 'class_import.txt', 'best diff'),
-    ('second_content', 'equals', 'print_insert.txt', 'best header'),
+    ('first_content', 'equals', 'mark_data.txt', 'blocks-pair'),
+    ('second_content', 'equals', 'list_mark.txt', 'class-side'),
 ]
 
 

@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('first_content', 'equals', 'iter_tuple.txt', 'range junk'),
-    ('second_content', 'equals', 'column_result.txt', 'escape form'),
+    ('first_content', 'equals', 'equal_long.txt', 'size-equal'),
+    ('second_content', 'equals', 'line_find.txt', 'print-item'),
 ]
 
 

@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('first_content', 'equals', 'place_range.txt', 'result flag'),
-    ('second_content', 'equals', 'long_encode.txt', 'delete group'),
+    ('first_content', 'equals', 'only_back.txt', 'best-class'),
+    ('second_content', 'equals', 'flag_only.txt', 'best-size'),
 ]
 
 

@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('first_content', 'equals', 'insert_lines.txt', 'next width'),
-    ('second_content', 'equals', 'lines_value.txt', 'long item'),
+    ('first_content', 'equals', 'long_break.txt', 'sort-find'),
+    ('second_content', 'equals', 'scan_match.txt', 'header-back'),
 ]
 
 

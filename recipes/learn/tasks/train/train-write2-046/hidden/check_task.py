@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('first_content', 'equals', 'string_close.txt', 'link match'),
-    ('second_content', 'equals', 'prefix_break.txt', 'codes source'),
+    ('first_content', 'equals', 'make_flag.txt', 'blocks-quick'),
+    ('second_content', 'equals', 'change_blocks.txt', 'back-match'),
 ]
 
 

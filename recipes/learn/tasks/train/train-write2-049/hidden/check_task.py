@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('first_content', 'equals', 'import_value.txt', 'mark push'),
-    ('second_content', 'equals', 'norm_form.txt', 'prefix class'),
+    ('first_content', 'equals', 'only_equal.txt', 'parse-case'),
+    ('second_content', 'equals', 'match_find.txt', 'import-list'),
 ]
 
 

@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('first_content', 'equals', 'word_words.txt', 'diff float'),
-    ('second_content', 'equals', 'escape_flag.txt', 'close replace'),
+    ('first_content', 'equals', 'default_blocks.txt', 'decode-begin'),
+    ('second_content', 'equals', 'class_group.txt', 'break-mark'),
 ]
 
 

@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('first_content', 'equals', 'begin_only.txt', 'junk mark'),
-    ('second_content', 'equals', 'push_indent.txt', 'only iter'),
+    ('first_content', 'equals', 'quick_range.txt', 'column-side'),
+    ('second_content', 'equals', 'mark_file.txt', 'import-codes'),
 ]
 
 

@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('first_content', 'equals', 'result_long.txt', 'result prefix'),
-    ('second_content', 'equals', 'width_tuple.txt', 'object data'),
+    ('first_content', 'equals', 'begin_size.txt', 'begin-range'),
+    ('second_content', 'equals', 'match_mark.txt', 'data-blocks'),
 ]
 
 

@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('first_content', 'equals', 'text_push.txt', 'string case'),
-    ('second_content', 'equals', 'separator_file.txt', 'begin wrap'),
+    ('first_content', 'equals', 'long_data.txt', 'mark-group'),
+    ('second_content', 'equals', 'only_change.txt', 'make-sort'),
 ]
 
 

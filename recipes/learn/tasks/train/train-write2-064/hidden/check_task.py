@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('first_content', 'equals', 'lines_diff.txt', 'blocks chunks'),
-    ('second_content', 'equals', 'word_back.txt', 'object group'),
+    ('first_content', 'equals', 'equal_group.txt', 'range-scan'),
+    ('second_content', 'equals', 'back_find.txt', 'change-flag'),
 ]
 
 

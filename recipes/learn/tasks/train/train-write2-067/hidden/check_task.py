@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('first_content', 'equals', 'text_item.txt', 'tuple norm'),
-    ('second_content', 'equals', 'match_codes.txt', 'context range'),
+    ('first_content', 'equals', 'diff_only.txt', 'quick-group'),
+    ('second_content', 'equals', 'begin_scan.txt', 'data-item'),
 ]
 
 

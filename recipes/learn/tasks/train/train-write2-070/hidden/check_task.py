@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('first_content', 'equals', 'mark_source.txt', 'data junk'),
-    ('second_content', 'equals', 'break_class.txt', 'junk change'),
+    ('first_content', 'equals', 'change_begin.txt', 'decode-make'),
+    ('second_content', 'equals', 'group_column.txt', 'pair-back'),
 ]
 
 

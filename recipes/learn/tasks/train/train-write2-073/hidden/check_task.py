@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('first_content', 'equals', 'iter_sort.txt', 'format start'),
-    ('second_content', 'equals', 'format_make.txt', 'flag object'),
+    ('first_content', 'equals', 'parse_scan.txt', 'file-pair'),
+    ('second_content', 'equals', 'decode_scan.txt', 'find-decode'),
 ]
 
 

@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('first_content', 'equals', 'form_replace.txt', 'context file'),
-    ('second_content', 'equals', 'long_prefix.txt', 'string find'),
+    ('first_content', 'equals', 'range_change.txt', 'quick-match'),
+    ('second_content', 'equals', 'size_find.txt', 'header-check'),
 ]
 
 

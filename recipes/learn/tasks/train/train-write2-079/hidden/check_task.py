@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('first_content', 'equals', 'tuple_default.txt', 'expand indent'),
-    ('second_content', 'equals', 'source_case.txt', 'side next'),
+    ('first_content', 'equals', 'make_check.txt', 'line-data'),
+    ('second_content', 'equals', 'make_only.txt', 'break-best'),
 ]
 
 

@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('first_content', 'equals', 'size_table.txt', 'blocks lines'),
-    ('second_content', 'equals', 'only_tabs.txt', 'pair scan'),
+    ('first_content', 'equals', 'place_best.txt', 'file-default'),
+    ('second_content', 'equals', 'import_change.txt', 'decode-group'),
 ]
 
 

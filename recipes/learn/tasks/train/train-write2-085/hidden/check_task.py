@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('first_content', 'equals', 'break_long.txt', 'value result'),
-    ('second_content', 'equals', 'delete_tabs.txt', 'source size'),
+    ('first_content', 'equals', 'equal_change.txt', 'codes-column'),
+    ('second_content', 'equals', 'list_codes.txt', 'size-flag'),
 ]
 
 

@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('first_content', 'equals', 'replace_encode.txt', 'decode escape'),
-    ('second_content', 'equals', 'sort_context.txt', 'long indent'),
+    ('first_content', 'equals', 'import_flag.txt', 'form-back'),
+    ('second_content', 'equals', 'close_file.txt', 'place-back'),
 ]
 
 

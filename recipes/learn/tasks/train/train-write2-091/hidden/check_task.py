@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('first_content', 'equals', 'word_norm.txt', 'change close'),
-    ('second_content', 'equals', 'size_test.txt', 'codes item'),
+    ('first_content', 'equals', 'make_back.txt', 'range-find'),
+    ('second_content', 'equals', 'print_make.txt', 'form-default'),
 ]
 
 

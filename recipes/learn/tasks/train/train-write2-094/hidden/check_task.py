@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('first_content', 'equals', 'line_back.txt', 'iter object'),
-    ('second_content', 'equals', 'start_class.txt', 'equal close'),
+    ('first_content', 'equals', 'change_range.txt', 'line-codes'),
+    ('second_content', 'equals', 'make_next.txt', 'match-long'),
 ]
 
 

@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('first_content', 'equals', 'word_match.txt', 'start encode'),
-    ('second_content', 'equals', 'blocks_parse.txt', 'default change'),
+    ('first_content', 'equals', 'range_case.txt', 'match-class'),
+    ('second_content', 'equals', 'item_column.txt', 'long-encode'),
 ]
 
 

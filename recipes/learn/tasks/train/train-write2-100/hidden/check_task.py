@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('first_content', 'equals', 'current_sort.txt', 'column object'),
-    ('second_content', 'equals', 'long_line.txt', 'sort range'),
+    ('first_content', 'equals', 'next_break.txt', 'column-size'),
+    ('second_content', 'equals', 'check_data.txt', 'equal-make'),
 ]
 
 

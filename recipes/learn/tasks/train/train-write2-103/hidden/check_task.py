@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('first_content', 'equals', 'parse_encode.txt', 'mark float'),
-    ('second_content', 'equals', 'break_width.txt', 'break value'),
+    ('first_content', 'equals', 'match_encode.txt', 'codes-form'),
+    ('second_content', 'equals', 'parse_diff.txt', 'decode-sort'),
 ]
 
 

@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('first_content', 'equals', 'encode_group.txt', 'list check'),
-    ('second_content', 'equals', 'three_item.txt', 'words list'),
+    ('first_content', 'equals', 'equal_data.txt', 'header-group'),
+    ('second_content', 'equals', 'import_mark.txt', 'header-encode'),
 ]
 
 

@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('first_content', 'equals', 'chunks_iter.txt', 'form best'),
-    ('second_content', 'equals', 'encode_value.txt', 'place separator'),
+    ('first_content', 'equals', 'close_list.txt', 'only-break'),
+    ('second_content', 'equals', 'list_push.txt', 'place-decode'),
 ]
 
 

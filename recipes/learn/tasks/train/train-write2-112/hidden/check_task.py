@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('first_content', 'equals', 'test_default.txt', 'match header'),
-    ('second_content', 'equals', 'side_wrap.txt', 'begin file'),
+    ('first_content', 'equals', 'class_form.txt', 'pair-class'),
+    ('second_content', 'equals', 'line_header.txt', 'column-push'),
 ]
 
 

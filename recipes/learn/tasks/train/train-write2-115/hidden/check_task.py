@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('first_content', 'equals', 'split_find.txt', 'case only'),
-    ('second_content', 'equals', 'class_current.txt', 'wrap norm'),
+    ('first_content', 'equals', 'equal_push.txt', 'size-best'),
+    ('second_content', 'equals', 'next_find.txt', 'case-scan'),
 ]
 
 

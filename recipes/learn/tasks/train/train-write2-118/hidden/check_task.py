@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('first_content', 'equals', 'find_scan.txt', 'data width'),
-    ('second_content', 'equals', 'change_value.txt', 'words blocks'),
+    ('first_content', 'equals', 'change_item.txt', 'group-range'),
+    ('second_content', 'equals', 'blocks_place.txt', 'check-best'),
 ]
 
 

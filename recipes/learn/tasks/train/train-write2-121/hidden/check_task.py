@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('first_content', 'equals', 'escape_encode.txt', 'start header'),
-    ('second_content', 'equals', 'start_print.txt', 'words default'),
+    ('first_content', 'equals', 'best_close.txt', 'quick-form'),
+    ('second_content', 'equals', 'mark_case.txt', 'parse-blocks'),
 ]
 
 

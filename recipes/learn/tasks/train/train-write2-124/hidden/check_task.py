@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('first_content', 'equals', 'decode_import.txt', 'default close'),
-    ('second_content', 'equals', 'blocks_mark.txt', 'size file'),
+    ('first_content', 'equals', 'item_import.txt', 'encode-case'),
+    ('second_content', 'equals', 'mark_class.txt', 'group-print'),
 ]
 
 

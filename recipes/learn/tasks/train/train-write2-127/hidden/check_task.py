@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('first_content', 'equals', 'line_flag.txt', 'data words'),
-    ('second_content', 'equals', 'expand_replace.txt', 'encode expand'),
+    ('first_content', 'equals', 'long_side.txt', 'decode-parse'),
+    ('second_content', 'equals', 'file_begin.txt', 'decode-mark'),
 ]
 
 

@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('first_content', 'equals', 'tuple_change.txt', 'iter mark'),
-    ('second_content', 'equals', 'data_form.txt', 'float replace'),
+    ('first_content', 'equals', 'place_begin.txt', 'form-class'),
+    ('second_content', 'equals', 'blocks_header.txt', 'best-break'),
 ]
 
 

@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('first_content', 'equals', 'lines_tuple.txt', 'push long'),
-    ('second_content', 'equals', 'line_encode.txt', 'value close'),
+    ('first_content', 'equals', 'next_equal.txt', 'codes-match'),
+    ('second_content', 'equals', 'mark_scan.txt', 'import-encode'),
 ]
 
 

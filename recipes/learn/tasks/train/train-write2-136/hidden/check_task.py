@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('first_content', 'equals', 'sort_current.txt', 'three junk'),
-    ('second_content', 'equals', 'start_result.txt', 'word decode'),
+    ('first_content', 'equals', 'find_make.txt', 'blocks-scan'),
+    ('second_content', 'equals', 'find_diff.txt', 'size-begin'),
 ]
 
 

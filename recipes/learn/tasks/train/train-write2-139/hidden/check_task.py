@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('first_content', 'equals', 'split_line.txt', 'link format'),
-    ('second_content', 'equals', 'test_norm.txt', 'current place'),
+    ('first_content', 'equals', 'begin_file.txt', 'header-case'),
+    ('second_content', 'equals', 'column_pair.txt', 'blocks-make'),
 ]
 
 

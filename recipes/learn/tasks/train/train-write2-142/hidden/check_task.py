@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('first_content', 'equals', 'float_split.txt', 'value quick'),
-    ('second_content', 'equals', 'next_indent.txt', 'context equal'),
+    ('first_content', 'equals', 'class_decode.txt', 'back-form'),
+    ('second_content', 'equals', 'equal_begin.txt', 'list-quick'),
 ]
 
 

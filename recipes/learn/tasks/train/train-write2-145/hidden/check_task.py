@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('first_content', 'equals', 'junk_split.txt', 'text next'),
-    ('second_content', 'equals', 'tuple_import.txt', 'default break'),
+    ('first_content', 'equals', 'equal_check.txt', 'begin-check'),
+    ('second_content', 'equals', 'change_list.txt', 'side-back'),
 ]
 
 

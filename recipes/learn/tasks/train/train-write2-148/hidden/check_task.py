@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('first_content', 'equals', 'break_begin.txt', 'mark words'),
-    ('second_content', 'equals', 'decode_table.txt', 'chunks text'),
+    ('first_content', 'equals', 'close_match.txt', 'encode-push'),
+    ('second_content', 'equals', 'group_begin.txt', 'decode-long'),
 ]
 
 

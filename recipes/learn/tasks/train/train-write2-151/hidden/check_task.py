@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('first_content', 'equals', 'begin_header.txt', 'item place'),
-    ('second_content', 'equals', 'sort_float.txt', 'state mark'),
+    ('first_content', 'equals', 'pair_case.txt', 'check-decode'),
+    ('second_content', 'equals', 'sort_class.txt', 'case-print'),
 ]
 
 

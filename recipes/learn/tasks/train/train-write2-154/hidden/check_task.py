@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('first_content', 'equals', 'iter_chunks.txt', 'mark file'),
-    ('second_content', 'equals', 'only_group.txt', 'file words'),
+    ('first_content', 'equals', 'pair_scan.txt', 'find-import'),
+    ('second_content', 'equals', 'change_check.txt', 'back-size'),
 ]
 
 

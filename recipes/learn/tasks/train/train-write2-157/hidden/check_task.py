@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('first_content', 'equals', 'default_codes.txt', 'flag junk'),
-    ('second_content', 'equals', 'class_place.txt', 'indent data'),
+    ('first_content', 'equals', 'find_equal.txt', 'side-push'),
+    ('second_content', 'equals', 'decode_quick.txt', 'encode-header'),
 ]
 
 

@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('first_content', 'equals', 'item_header.txt', 'import match'),
-    ('second_content', 'equals', 'float_quick.txt', 'begin quick'),
+    ('first_content', 'equals', 'find_back.txt', 'back-file'),
+    ('second_content', 'equals', 'default_scan.txt', 'flag-import'),
 ]
 
 

@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('first_content', 'equals', 'table_tabs.txt', 'wrap make'),
-    ('second_content', 'equals', 'word_print.txt', 'change flag'),
+    ('first_content', 'equals', 'data_range.txt', 'case-codes'),
+    ('second_content', 'equals', 'flag_pair.txt', 'size-file'),
 ]
 
 

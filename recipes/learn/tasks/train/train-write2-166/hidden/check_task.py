@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('first_content', 'equals', 'equal_header.txt', 'begin test'),
-    ('second_content', 'equals', 'import_find.txt', 'back data'),
+    ('first_content', 'equals', 'pair_blocks.txt', 'parse-sort'),
+    ('second_content', 'equals', 'form_import.txt', 'break-begin'),
 ]
 
 

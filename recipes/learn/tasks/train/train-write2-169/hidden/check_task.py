@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('first_content', 'equals', 'start_link.txt', 'diff word'),
-    ('second_content', 'equals', 'words_form.txt', 'flag replace'),
+    ('first_content', 'equals', 'sort_import.txt', 'decode-range'),
+    ('second_content', 'equals', 'range_print.txt', 'long-case'),
 ]
 
 

@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('first_content', 'equals', 'scan_class.txt', 'word width'),
-    ('second_content', 'equals', 'blocks_flag.txt', 'header wrap'),
+    ('first_content', 'equals', 'push_place.txt', 'case-long'),
+    ('second_content', 'equals', 'match_close.txt', 'mark-form'),
 ]
 
 

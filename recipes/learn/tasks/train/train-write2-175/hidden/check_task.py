@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('first_content', 'equals', 'result_link.txt', 'equal text'),
-    ('second_content', 'equals', 'quick_file.txt', 'link indent'),
+    ('first_content', 'equals', 'size_range.txt', 'decode-class'),
+    ('second_content', 'equals', 'blocks_size.txt', 'make-pair'),
 ]
 
 

@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('first_content', 'equals', 'wrap_form.txt', 'wrap words'),
-    ('second_content', 'equals', 'format_mark.txt', 'column prefix'),
+    ('first_content', 'equals', 'blocks_class.txt', 'scan-header'),
+    ('second_content', 'equals', 'decode_check.txt', 'import-class'),
 ]
 
 

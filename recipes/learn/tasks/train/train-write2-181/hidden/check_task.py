@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('first_content', 'equals', 'word_break.txt', 'blocks source'),
-    ('second_content', 'equals', 'tabs_escape.txt', 'current three'),
+    ('first_content', 'equals', 'push_item.txt', 'item-size'),
+    ('second_content', 'equals', 'check_default.txt', 'list-header'),
 ]
 
 

@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('first_content', 'equals', 'blocks_print.txt', 'separator tuple'),
-    ('second_content', 'equals', 'default_find.txt', 'tabs delete'),
+    ('first_content', 'equals', 'group_back.txt', 'long-change'),
+    ('second_content', 'equals', 'list_decode.txt', 'group-pair'),
 ]
 
 

@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('first_content', 'equals', 'file_result.txt', 'tabs junk'),
-    ('second_content', 'equals', 'back_split.txt', 'range next'),
+    ('first_content', 'equals', 'match_side.txt', 'best-flag'),
+    ('second_content', 'equals', 'begin_close.txt', 'item-group'),
 ]
 
 

@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('first_content', 'equals', 'print_width.txt', 'token object'),
-    ('second_content', 'equals', 'case_replace.txt', 'prefix object'),
+    ('first_content', 'equals', 'pair_diff.txt', 'pair-form'),
+    ('second_content', 'equals', 'back_class.txt', 'import-size'),
 ]
 
 
