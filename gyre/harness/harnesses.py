@@ -117,7 +117,9 @@ class ReferenceHarness:
             argv += ["--tool-delay-mu", str(opts.tool_delay_mu), "--tool-delay-sigma", str(opts.tool_delay_sigma)]
         if opts.tools is not None:
             argv += ["--tools", ",".join(opts.tools)]
-        env = {"OPENAI_BASE_URL": ctx.openai_base_url, "OPENAI_API_KEY": ctx.api_key}
+        # PYTHONPATH: the agent imports this very copy of gyre, installed or not (a checkout, a worktree).
+        env = {"OPENAI_BASE_URL": ctx.openai_base_url, "OPENAI_API_KEY": ctx.api_key,
+               "PYTHONPATH": str(Path(GYRE_PACKAGE).parent)}
         return Command(argv, env, ro_paths=(GYRE_PACKAGE,))
 
     def status(self, returncode: int) -> ReturnStatus:
