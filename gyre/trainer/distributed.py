@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime
 import socket
+import threading
 from dataclasses import dataclass
 
 import torch
@@ -43,17 +44,19 @@ def host_store(host: str = "127.0.0.1", port: int | None = None) -> tuple[dist.T
     return store, port
 
 
-_client_stores: dict[tuple[str, int], dist.TCPStore] = {}
+# One store client per thread: a client serialises its requests on one socket, so two ranks joining from two
+# threads of one process (tests, a local cell pair) would queue one rank's ``set`` behind the other's blocking
+# ``wait`` for it and time out.
+_client_stores = threading.local()
 
 
 def make_group(spec: GroupSpec) -> dist.ProcessGroup:
     """Join the process group of ``spec.version`` (blocks until every rank has joined)."""
     key = (spec.host, spec.port)
-    if key not in _client_stores:
-        _client_stores[key] = dist.TCPStore(
-            spec.host, spec.port, is_master=False, timeout=datetime.timedelta(seconds=spec.timeout_s)
-        )
-    store = dist.PrefixStore(f"gyre/v{spec.version}", _client_stores[key])
+    clients = _client_stores.__dict__.setdefault("by_address", {})
+    if key not in clients:
+        clients[key] = dist.TCPStore(spec.host, spec.port, is_master=False, timeout=datetime.timedelta(seconds=spec.timeout_s))
+    store = dist.PrefixStore(f"gyre/v{spec.version}", clients[key])
     timeout = datetime.timedelta(seconds=spec.timeout_s)
     if spec.backend == "gloo":
         return dist.ProcessGroupGloo(store, spec.rank, spec.world_size, timeout)
