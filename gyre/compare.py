@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from gyre.plots import metric_series
 
 PANELS = (  # (metric, title)
     ("reward/mean", "reward (training executions)"),
@@ -29,9 +30,7 @@ class Run:
     rows: list[dict] = field(default_factory=list)
 
     def series(self, key: str) -> tuple[list[float], list[float]]:
-        points = [(row.get("val/step", row["step"]) if key.startswith("val/") else row["step"], row[key])
-                  for row in self.rows if isinstance(row.get(key), (int, float)) and math.isfinite(row[key])]
-        return [p[0] for p in points], [p[1] for p in points]
+        return metric_series(self.rows, key)
 
 
 def overrides_of(folder: Path) -> list[str]:

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import logging
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +26,6 @@ from gyre.harness.factory import make_pool
 from gyre.harness.harnesses import get_harness
 from gyre.harness.report import execution_rows, format_table, summarise
 
-log = logging.getLogger(__name__)
 
 
 def select_tasks(tasks: list[Any], ids: list[str] | None, limit: int | None) -> list[Any]:
@@ -84,9 +82,7 @@ def evaluate(cfg: DictConfig, choices: dict[str, str] | None = None) -> dict[str
     from gyre.envs.config import EnvConfig
 
     env = EnvConfig.from_config(cfg.env)
-    loaded = env.load()
-    for error in loaded.errors:
-        log.warning("skipped a broken task: %s", error)
+    loaded = env.load()  # the loader warns about each broken task it skips
     tasks = select_tasks(loaded.tasks, plain(cfg.eval.tasks), cfg.eval.limit)
     if not tasks:
         raise ValueError(f"no task to evaluate in {env.resolved_path()} (domain {env.domain}); {len(loaded.errors)} broken")

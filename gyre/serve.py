@@ -3,7 +3,7 @@
 Starts ``rollout.cells`` engines, the proxy over them, opens ``serve.executions`` executions and prints the base
 URLs and keys, then serves until interrupted (or ``serve.duration_s``). This is how a user points any
 harness (Claude Code, Codex, mini-swe-agent, plain SDKs) at a checkpoint to try or evaluate it; every
-call is recorded under ``proxy.run_dir`` like in training.
+call is recorded under ``run_dir`` (default ``runs/serve/<date>``) like in training.
 """
 
 from __future__ import annotations

@@ -1,7 +1,53 @@
-"""Metrics to wandb (offline without an API key), the console and a jsonl file; the cell-role timeline plot.
+"""Metrics to wandb (offline without an API key), the console and a jsonl file.
 
 The wandb step is the training step and only ever increases; the run is finished on exit or error
-(``Tracker`` is a context manager).
+(``Tracker`` is a context manager). A resumed run (``trainer.resume=true``) continues the same wandb run:
+its id is kept in ``<run_dir>/wandb_id``; offline, each part writes ``wandb/offline-run-*-<id>`` and
+``wandb sync <run_dir>/wandb/offline-run-*`` uploads them as one run.
+
+Every metric a training run logs, under exactly one name (``metrics.jsonl`` rows also hold ``step`` and
+``time``; ``gyre.sim`` writes the same names where it models them; plots are in gyre/plots.py):
+
+=================================  ====================================================================
+name                               meaning
+=================================  ====================================================================
+``reward/mean``, ``reward/<d>``    mean reward of the step's trained executions (all; domain ``d``)
+``pass_rate``, ``pass_rate/<d>``   share of them with full credit (reward >= 1)
+``loss``                           the policy loss minimised (summed over edges; KL/entropy terms included)
+``pg_loss``, ``kl``, ``entropy``   its parts, logged only when ``algo.kl_coef`` / ``algo.entropy_coef`` add terms
+``grad_norm``                      gradient norm before clipping
+``clip_fraction``, ``ratio_max``   token weight clipped by PPO; largest importance ratio
+``clipped_weight``, ``weight``,    the sums behind clip_fraction; clipped and all edges (policy tokens)
+``clipped_edges``, ``edges``
+``chunks``, ``chunk_recomputed_tokens``  chunked training of trees longer than a micro-batch (when any)
+``version``                        policy version after the step
+``microbatches``, ``microbatches/<cell>``  micro-batches of the step (in all; trained by each cell)
+``train/time_s``                   seconds of the training step (streaming compute + optimizer + weight sync)
+``train/weight_sync_s``            of which the weight sync to the rollout cells
+``train/cells``                    cells that trained in the step
+``train/execution_time_s``         wall seconds of each trained execution (a list)
+``tokens/tree``, ``tokens/path``   tokens trained as prefix-shared trees; the same paths unshared
+``tokens/policy``                  policy-generated (trained) tokens
+``tree_token_ratio``               tokens/tree / tokens/path (the saving of prefix sharing)
+``executions/trained``, ``/no_calls``, ``/timeout``, ``/crashed``, ``/partial``  the step's executions by outcome
+``executions/finished_since_last_step``  executions that finished since the previous step
+``rollout/execution_time_s``, ``rollout/model_time_s``, ``rollout/tool_time_s``, ``rollout/execution_calls``
+                                   per execution finished since the last step (lists; the simulator's calibration)
+``rollout/execution_time_mean_s``  their mean wall seconds
+``rollout/calls_per_execution``, ``rollout/calls_per_execution_mean``  model calls of each trained execution
+``staleness/mean``, ``staleness/max``  policy versions between an execution's dispatch and its training
+``step_time_s``                    wall seconds since the previous step ended
+``dropped_stale``, ``aborted_stale``, ``unscorable``  executions left out so far (cumulative)
+``cells``, ``cells/capacity``, ``group_size``, ``scheduler``  the run's shape (``scheduler``: its settings)
+``cells/<cell>/<role>_s``          seconds each cell spent in each role so far
+``idle_fraction``, ``idle_fraction/<role>``  share of cell time with nothing to do (all; per role)
+``switch/rollout_to_train_s``, ``switch/train_to_rollout_s``, ``switch/count``  role switches (mean seconds; count)
+``val/pass_rate``, ``val/score``   held-out tasks (``trainer.val_every``): full-credit share; mean reward
+``val/pass_rate/<d>``, ``val/score/<d>``, ``val/executions``, ``val/step``, ``val/policy_version``, ``val/call_versions``
+``sft/*``                          ``gyre.sft`` only: ``sft/loss``, ``sft/confident_tokens``, ``sft/tokens_per_s``, ...
+=================================  ====================================================================
+
+The cells report some of these under short names; gyre/trainer/metrics.py renames them once, before logging.
 """
 
 from __future__ import annotations
@@ -10,6 +56,8 @@ import json
 import logging
 import math
 import os
+import secrets
+import string
 import time
 from pathlib import Path
 from typing import Any
@@ -18,12 +66,11 @@ from rich.console import Console
 
 log = logging.getLogger(__name__)
 
-ROLE_COLOURS = {"rollout": "#4C72B0", "train": "#DD8452", "switching": "#C44E52", "idle": "#DDDDDD", "dead": "#000000"}
-
+WANDB_ID_FILE = "wandb_id"  # in the run folder: the wandb run a resume continues
 
 class Tracker:
     def __init__(self, run_dir: str | Path, *, backends: list[str], project: str = "gyre", run_name: str | None = None,
-                 config: dict[str, Any] | None = None, wandb_mode: str | None = None):
+                 config: dict[str, Any] | None = None, wandb_mode: str | None = None, resume: bool = False):
         unknown = set(backends) - {"console", "jsonl", "wandb"}
         if unknown:
             raise ValueError(f"tracking.backends: unknown {sorted(unknown)}; choose from console, jsonl, wandb")
@@ -39,7 +86,8 @@ class Tracker:
 
             mode = wandb_mode or ("online" if os.environ.get("WANDB_API_KEY") else "offline")
             self._wandb = wandb.init(project=project, name=run_name, config=config or {}, dir=str(self.run_dir),
-                                     mode=mode, reinit="finish_previous")
+                                     mode=mode, reinit="finish_previous", id=wandb_run_id(self.run_dir, resume),
+                                     resume="allow")
 
     def log(self, metrics: dict[str, Any], step: int) -> None:
         if step < self._last_step:
@@ -77,61 +125,20 @@ class Tracker:
         self.finish(exit_code=0 if exc_type is None else 1)
 
 
+def wandb_run_id(run_dir: Path, resume: bool) -> str:
+    """The wandb run id for ``run_dir``: when resuming, the one saved in ``<run_dir>/wandb_id`` (the resumed
+    run continues the same wandb run); otherwise a new one, saved there for a later resume."""
+    saved = Path(run_dir) / WANDB_ID_FILE
+    if resume and saved.is_file() and saved.read_text().strip():
+        return saved.read_text().strip()
+    run_id = "".join(secrets.choice(string.ascii_lowercase + string.digits) for _ in range(8))  # wandb's id shape
+    saved.write_text(run_id + "\n")
+    return run_id
+
+
 def _plain(value: Any) -> Any:
     if hasattr(value, "item"):
         value = value.item()
     if isinstance(value, float) and not math.isfinite(value):
         return str(value)
     return value
-
-
-def plot_timeline(timelines: dict[str, list[tuple[float, str]]], until: float, path: str | Path,
-                  title: str = "cell roles over time") -> Path:
-    """One horizontal bar per cell, coloured by role. ``timelines[cell] = [(start_time, role), ...]``."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    from matplotlib.patches import Patch
-
-    origin = min((t for events in timelines.values() for t, _ in events), default=0.0)
-    fig, ax = plt.subplots(figsize=(11, max(2.0, 0.8 + 0.45 * len(timelines))))
-    for row, (cell, events) in enumerate(sorted(timelines.items(), reverse=True)):
-        for (start, role), (end, _) in zip(events, events[1:] + [(until, None)]):
-            ax.barh(row, end - start, left=start - origin, color=ROLE_COLOURS.get(role, "#999999"), height=0.8)
-    ax.set_yticks(range(len(timelines)), sorted(timelines, reverse=True))
-    ax.set_xlabel("seconds")
-    ax.set_title(title)
-    ax.legend(handles=[Patch(color=c, label=r) for r, c in ROLE_COLOURS.items() if r != "dead"],
-              loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False)
-    fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return path
-
-
-def plot_curves(path: str | Path, steps: list[float], series: dict[str, list[float]], *, title: str,
-                xlabel: str = "step", ylabel: str = "") -> Path:
-    """Line plot of one or more series against ``steps`` (e.g. a loss curve), written to ``path``."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(7, 4))
-    for label, values in series.items():
-        ax.plot(steps[: len(values)], values, label=label, marker="o" if len(values) <= 30 else None, markersize=3)
-    ax.set_xlabel(xlabel)
-    if ylabel:
-        ax.set_ylabel(ylabel)
-    ax.set_title(title)
-    ax.grid(alpha=0.3)
-    ax.legend(frameon=False)
-    fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return path

@@ -10,7 +10,7 @@ LOG=$(mktemp -d)/serve.log
 
 # 1. The proxy over one rollout engine, three execution keys (one per CLI), for 10 minutes at most.
 python -m gyre.serve model.path="$MODEL" proxy.port=$PORT serve.executions=3 serve.duration_s=600 \
-  proxy.run_dir="$(dirname "$LOG")" proxy.max_tokens_cap=256 >"$LOG" 2>&1 &
+  run_dir="$(dirname "$LOG")" proxy.max_tokens_cap=256 >"$LOG" 2>&1 &
 SERVER=$!
 trap 'kill $SERVER 2>/dev/null || true' EXIT
 for _ in $(seq 120); do grep -q "key for execution serve-2" "$LOG" && break; sleep 1; done

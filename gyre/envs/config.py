@@ -76,10 +76,17 @@ class EnvConfig:
         return PROJECT_ROOT / resolved
 
     def load(self) -> LoadResult:
-        return load_tasks(self.domain, self.resolved_path(), **self.loader)
+        return load_tasks(self.domain, self._existing("path", self.path), **self.loader)
 
     def load_val(self) -> LoadResult | None:
         """The held-out tasks of ``val_path`` (None when the suite has no held-out folder)."""
         if self.val_path is None:
             return None
-        return load_tasks(self.domain, self.resolved_path(self.val_path), **self.loader)
+        return load_tasks(self.domain, self._existing("val_path", self.val_path), **self.loader)
+
+    def _existing(self, key: str, path: str) -> Path:
+        """``path`` resolved; a path that is not there fails naming the key (not as a suite without tasks)."""
+        resolved = self.resolved_path(path)
+        if not resolved.exists():
+            raise FileNotFoundError(f"env.{key}={path!r} does not exist (looked for {resolved})")
+        return resolved

@@ -10,10 +10,10 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
+from gyre.plots import ROLE_COLOURS
 from gyre.sim.result import SimResult
 
-ROLE_COLORS = {"rollout": "#4caf50", "train": "#1e63b4", "switching": "#ff9800", "idle": "#bdbdbd", "dead": "#000000"}
-ROLE_CODE = {role: code for code, role in enumerate(ROLE_COLORS)}
+ROLE_CODE = {role: code for code, role in enumerate(ROLE_COLOURS)}
 
 
 def ratios(results: list[SimResult]) -> dict[str, float]:
@@ -90,28 +90,28 @@ def write_png(path: Path, results: list[SimResult]) -> None:
     from matplotlib.colors import ListedColormap
     from matplotlib.patches import Patch
 
-    cmap = ListedColormap(list(ROLE_COLORS.values()))
+    cmap = ListedColormap(list(ROLE_COLOURS.values()))
     fig, axes = plt.subplots(2 * len(results), 1, figsize=(12, 4.2 * len(results)),
                              gridspec_kw={"height_ratios": [3, 1] * len(results)}, squeeze=False)
     for i, result in enumerate(results):
         wall_h = result.timeline["wall"] / 3600
         top, bottom = axes[2 * i][0], axes[2 * i + 1][0]
         top.imshow(role_image(result), aspect="auto", interpolation="nearest", cmap=cmap, vmin=-0.5,
-                   vmax=len(ROLE_COLORS) - 0.5, extent=(0, wall_h, result.cells - 0.5, -0.5))
+                   vmax=len(ROLE_COLOURS) - 0.5, extent=(0, wall_h, result.cells - 0.5, -0.5))
         top.set_ylabel("cell")
         top.set_title(f"{result.preset} / {result.policy}: {wall_h:.2f} h (ideal {result.ideal_time_s / 3600:.2f} h), "
                       f"{result.switches} switches")
         samples = np.array(result.timeline["samples"]) if result.timeline["samples"] else np.zeros((0, 4))
         if len(samples):
-            bottom.step(samples[:, 0] / 3600, samples[:, 1], where="post", label="live executions", color="#4caf50")
+            bottom.step(samples[:, 0] / 3600, samples[:, 1], where="post", label="live executions", color=ROLE_COLOURS["rollout"])
             bottom.step(samples[:, 0] / 3600, samples[:, 2], where="post", label="ready", color="#9c27b0")
             twin = bottom.twinx()
-            twin.step(samples[:, 0] / 3600, samples[:, 3], where="post", color="#1e63b4", alpha=0.6)
-            twin.set_ylabel("train cells", color="#1e63b4")
+            twin.step(samples[:, 0] / 3600, samples[:, 3], where="post", color=ROLE_COLOURS["train"], alpha=0.6)
+            twin.set_ylabel("train cells", color=ROLE_COLOURS["train"])
         bottom.set_xlim(0, wall_h)
         bottom.set_xlabel("hours")
         bottom.legend(loc="upper right", fontsize=8)
-    fig.legend(handles=[Patch(color=c, label=r) for r, c in ROLE_COLORS.items() if r != "dead"], loc="upper center",
+    fig.legend(handles=[Patch(color=c, label=r) for r, c in ROLE_COLOURS.items() if r != "dead"], loc="upper center",
                ncol=4, bbox_to_anchor=(0.5, 1.0))
     fig.tight_layout(rect=(0, 0, 1, 0.98))
     fig.savefig(path, dpi=110)

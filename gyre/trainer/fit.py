@@ -32,6 +32,8 @@ from gyre.scheduler import (
 )
 from gyre.scheduler.policies import Policy
 from gyre.trainer.buffer import ExecutionBuffer, Group, TaskSampler
+from gyre.trainer.metrics import logged_train_metrics
+from gyre.trainer.timeline import TimelineLog
 from gyre.trainer.observe import group_actions, scheduler_state
 from gyre.trajectory import pack_trees
 from gyre.trajectory.processor import TrajectoryConfig, process_executions
@@ -94,6 +96,8 @@ class Driver:
         self.val_history: list[dict[str, Any]] = []  # every validation's metrics, in step order
         self.idle_seconds: dict[str, float] = defaultdict(float)
         self.role_seconds: dict[str, float] = defaultdict(float)
+        self.timeline = TimelineLog(self.run_dir / "timeline.jsonl")
+        self.curve_rows: list[dict[str, Any]] = []  # every logged step and validation, for curves.png
 
     # Observation ------------------------------------------------------------------------------------
 
@@ -190,15 +194,17 @@ class Driver:
         trees = process_executions(executions, self.trajectory_cfg)
         batches = pack_trees(trees, self.cfg.max_tokens_per_microbatch)
         version = self.cluster.version
-        metrics = await self.cluster.train_step(batches, self.cfg.max_grad_norm)
+        metrics = logged_train_metrics(await self.cluster.train_step(batches, self.cfg.max_grad_norm))
         staleness = [version - group.version for group in groups for _ in group.finished]
-        metrics.update(self._step_metrics(executions, staleness, metrics))
+        metrics.update(self._step_metrics(executions, staleness))
         self.steps_done += 1
         self.last_step_end = time.perf_counter()
         # Checkpoint before logging: a step that was logged is never trained again after a resume.
         if self.cfg.save_every and self.steps_done % self.cfg.save_every == 0:
             await self.save()
         self.tracker.log(metrics, step=self.steps_done)
+        self.curve_rows.append({"step": self.steps_done, **metrics})
+        self.plot_curves()
         if self.cfg.timeline_every and self.steps_done % self.cfg.timeline_every == 0:
             self.plot_timeline()
         last = self.steps_done == self.cfg.total_steps
@@ -206,8 +212,9 @@ class Driver:
             self.validations.add(asyncio.ensure_future(self.validate(self.steps_done)))
         self.training = None
 
-    def _step_metrics(self, executions: list[Execution], staleness: list[int], train: dict[str, Any]) -> dict[str, Any]:
-        """Rollout, reward, staleness, token and cell-time metrics of a step (``train``: the trainer's)."""
+    def _step_metrics(self, executions: list[Execution], staleness: list[int]) -> dict[str, Any]:
+        """Rollout, reward, staleness and cell-time metrics of a step (the trainer's own come from
+        ``logged_train_metrics``)."""
         metrics: dict[str, Any] = {}
         rewards = np.asarray([e.reward for e in executions])
         metrics["reward/mean"] = float(rewards.mean())
@@ -238,16 +245,9 @@ class Driver:
         # and its length bias against rollout/execution_time_s, every execution that finished)
         metrics["train/execution_time_s"] = [e.reward_detail.get("wall_s", float("nan")) for e in executions]
         metrics["rollout/calls_per_execution_mean"] = float(np.mean([len(e.calls) for e in executions]))
-        # Names the simulator's calibration reads (gyre/sim/calibrate.py documents the schema).
-        metrics["train/time_s"] = train.get("train_time_s", float("nan"))
-        metrics["train/weight_sync_s"] = train.get("weight_sync_s", float("nan"))
-        metrics["train/cells"] = train.get("trainer_members", 0)
         self.finished_log = []
         metrics["staleness/mean"] = float(np.mean(staleness)) if staleness else 0.0
         metrics["staleness/max"] = int(max(staleness)) if staleness else 0
-        metrics["tokens/tree"] = train.get("tree_tokens", 0.0)
-        metrics["tokens/path"] = train.get("path_tokens", 0.0)
-        metrics["tokens/policy"] = train.get("policy_tokens", 0.0)
         metrics["step_time_s"] = time.perf_counter() - self.last_step_end
         metrics["dropped_stale"] = self.buffer.dropped_stale
         metrics["aborted_stale"] = self.buffer.aborted
@@ -300,12 +300,14 @@ class Driver:
         self.val_history.append({"step": step, **metrics})
         self.val_history.sort(key=lambda row: row["step"])
         self.tracker.log(metrics, step=max(step, self.steps_done))
+        self.curve_rows.append({"step": max(step, self.steps_done), **metrics})
         self.plot_validation()
+        self.plot_curves()
         return metrics
 
     def plot_validation(self) -> Path:
         """Held-out pass rate and score against the training step: ``<run_dir>/val_curve.png`` (and wandb)."""
-        from gyre.tracking import plot_curves
+        from gyre.plots import plot_curves
 
         steps = [row["step"] for row in self.val_history]
         series = {"pass rate (full credit)": [row["val/pass_rate"] for row in self.val_history],
@@ -336,14 +338,38 @@ class Driver:
     # Checkpoints and plots --------------------------------------------------------------------------
 
     def plot_timeline(self) -> Path:
-        from gyre.tracking import plot_timeline
+        """Every cell's roles over the whole run, earlier sessions of a resumed run included:
+        ``<run_dir>/timeline.png`` (and wandb), from ``timeline.jsonl``."""
+        from gyre.plots import plot_timeline
 
-        now = time.monotonic()
-        timelines = {cell: [(t, r.value) for t, r in m.timeline] for cell, m in self.cluster.roles.items()}
-        path = plot_timeline(timelines, now, self.run_dir / "timeline.png",
+        self.timeline.record(self.cluster.roles, seen=True)
+        timelines, resumes = self.timeline.load()
+        path = plot_timeline(timelines, time.time(), self.run_dir / "timeline.png", resumes=resumes,
                              title=f"cell roles ({self.policy.name}), step {self.steps_done}")
         self.tracker.log_image("timeline", path, self.steps_done)
         return path
+
+    def plot_curves(self) -> Path:
+        """Reward, pass rate, loss and step time against the step: ``<run_dir>/curves.png``, redrawn each step."""
+        from gyre.plots import plot_run_curves
+
+        return plot_run_curves(self.curve_rows, self.run_dir / "curves.png",
+                               title=f"{self.policy.name}, step {self.steps_done}")
+
+    def _earlier_curve_rows(self) -> list[dict[str, Any]]:
+        """The rows a resumed run logged before (its metrics.jsonl, when the jsonl backend wrote one)."""
+        path = self.run_dir / "metrics.jsonl"
+        if not path.is_file():
+            return []
+        rows = []
+        for line in path.read_text().splitlines():
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError:
+                continue  # a line cut short by a killed process
+            if row.get("step", math.inf) <= self.steps_done:
+                rows.append(row)
+        return rows
 
     async def save(self) -> None:
         """An HF folder of the policy + optimizer (the core's), with the driver's position beside it; ``latest``
@@ -374,6 +400,9 @@ class Driver:
 
     async def run(self) -> int:
         resumed = await self.resume() if self.cfg.resume else False
+        self.timeline.start(keep=resumed)
+        if resumed:
+            self.curve_rows = self._earlier_curve_rows()
         await self.cluster.start_rollout()
         if self.cfg.val_every and self.val_tasks and not resumed:
             await self.validate(0)  # the starting policy, before any training (a clean "before" figure)
@@ -382,6 +411,7 @@ class Driver:
             self.apply_all(self.policy.decide(self.observe()))
             if self.progress is not None:
                 self.progress(self)
+            self.timeline.record(self.cluster.roles)
             self._wake.clear()
             try:
                 await asyncio.wait_for(self._wake.wait(), self.cfg.poll_s)

@@ -5,7 +5,6 @@ the scheduling policy, tracking; then the driver loop until ``trainer.total_step
 from __future__ import annotations
 
 import asyncio
-import logging
 import os
 import random
 from dataclasses import dataclass
@@ -21,7 +20,6 @@ from gyre.trainer.cluster import ClusterConfig
 from gyre.trainer.fit import LoopConfig
 from gyre.trajectory.processor import TrajectoryConfig
 
-log = logging.getLogger(__name__)
 
 @dataclass
 class TrainerSection:
@@ -119,17 +117,13 @@ def run(cfg: DictConfig) -> int:
 
     env = EnvConfig.from_config(cfg.env)
     check_isolation(cfg.harness, env.sandbox)  # before anything starts: no agent runs unisolated by default
-    loaded = env.load()
-    for error in loaded.errors:
-        log.warning("skipped a broken task: %s", error)
+    loaded = env.load()  # the loader warns about each broken task it skips
     if not loaded.tasks:
         raise ValueError(f"env.path={env.path!r} ({env.resolved_path()}) holds no loadable {env.domain} task")
     held_out = env.load_val()
     if held_out is None:
         tasks, val_tasks = split_tasks(loaded.tasks, cfg.trainer.val_fraction, cfg.seed)
     else:
-        for error in held_out.errors:
-            log.warning("skipped a broken held-out task: %s", error)
         tasks, val_tasks = loaded.tasks, held_out.tasks
 
     if not ray.is_initialized():
@@ -148,7 +142,8 @@ def run(cfg: DictConfig) -> int:
         pool = make_pool(cfg, proxy=proxy, server=server, sandbox=sandbox, run_dir=run_dir)
         config = OmegaConf.to_container(cfg, resolve=True)
         with Tracker(run_dir, backends=list(cfg.tracking.backends), project=cfg.tracking.project,
-                     run_name=cfg.tracking.run_name, config=config, wandb_mode=cfg.tracking.wandb_mode) as tracker:
+                     run_name=cfg.tracking.run_name, config=config, wandb_mode=cfg.tracking.wandb_mode,
+                     resume=loop_cfg.resume) as tracker:
             driver = Driver(loop_cfg, trajectory_cfg, policy, cluster, pool, tasks, tracker, run_dir,
                             val_tasks=val_tasks, progress=ProgressLine())
             try:

@@ -219,7 +219,7 @@ class SFTTrainer:
 
     def plot(self) -> Path:
         """The loss curve, ``<run_dir>/sft_loss.png`` (and to wandb when tracking it)."""
-        from gyre.tracking import plot_curves
+        from gyre.plots import plot_curves
 
         steps = [row["step"] for row in self.history]
         path = plot_curves(self.run_dir / "sft_loss.png", steps, {"demonstration loss (NLL per token)": [row["sft/loss"] for row in self.history]},

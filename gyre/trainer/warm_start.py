@@ -36,9 +36,7 @@ def record_suite_demonstrations(cfg: Any, model_path: str, per_task: int, run_di
     from gyre.harness.demonstrations import record_demonstrations
 
     env = EnvConfig.from_config(cfg.env)
-    loaded = env.load()
-    for error in loaded.errors:
-        log.warning("skipped a broken task: %s", error)
+    loaded = env.load()  # the loader warns about each broken task it skips
     if not loaded.tasks:
         raise ValueError(f"env.path={env.path!r} ({env.resolved_path()}) holds no loadable {env.domain} task to demonstrate")
     harness = HarnessConfig.from_mapping(to_plain(cfg.harness))

@@ -59,3 +59,12 @@ def test_envs_does_not_import_torch() -> None:
     code = "import sys, gyre.envs, gyre.envs.config, gyre.envs.scorers; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_a_missing_suite_path_says_it_does_not_exist(tmp_path) -> None:
+    config = EnvConfig.from_config({"domain": "swe", "path": str(tmp_path / "no_such_suite")})
+    with pytest.raises(FileNotFoundError, match=r"env.path='.*no_such_suite' does not exist"):
+        config.load()
+    held_out = EnvConfig.from_config({"domain": "swe", "path": str(tmp_path), "val_path": str(tmp_path / "gone")})
+    with pytest.raises(FileNotFoundError, match=r"env.val_path='.*gone' does not exist"):
+        held_out.load_val()

@@ -18,7 +18,7 @@ REPO = Path(__file__).resolve().parents[2]
 def test_serve_prints_urls_and_keys_and_serves(tmp_path: Path) -> None:
     command = [
         sys.executable, "-m", "gyre.serve", "model.path=tiny", "proxy.port=0", "rollout.cells=2", "serve.executions=2",
-        f"proxy.run_dir={tmp_path}", "rollout.torch_threads=1", "serve.duration_s=60",
+        f"run_dir={tmp_path}", "rollout.torch_threads=1", "serve.duration_s=60",
     ]
     process = subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:

@@ -30,7 +30,7 @@ def test_cli_sweep_over_cells_staleness_and_path_cap(tmp_path):
     proc = run(["-m", "+sim=deepswe_122b", *SMALL, "sim.steps=1", "sim.policies=[elastic]", "sim.output.png=false",
                 "sim.cells=4,6", "scheduler.max_staleness=0,2", "trajectory.max_paths=5,null"], tmp_path)
     assert proc.returncode == 0, proc.stderr
-    docs = sorted(tmp_path.glob("multirun/*/*/*/results.json"))
+    docs = sorted(tmp_path.glob("runs/sim/sweep_*/*/results.json"))
     assert len(docs) == 8
     seen = {(d["config"]["sim"]["cells"], d["config"]["scheduler"]["max_staleness"],
              d["config"]["trajectory"]["max_paths"]) for d in (json.loads(p.read_text()) for p in docs)}

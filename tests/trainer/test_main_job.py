@@ -41,4 +41,4 @@ def test_main_job_runs_under_each_scheduler(tmp_path, scheduler):
     assert all(s["executions/no_calls"] == 0 for s in steps)
     assert list((run_dir / "wandb").glob("offline-run-*"))
     if scheduler == "async":  # the fixed split: the one rollout satellite never trains
-        assert all(s["trainer_members"] == 2 for s in steps)
+        assert all(s["train/cells"] == 2 for s in steps)

@@ -47,3 +47,35 @@ def test_resume_after_killing_the_driver(tmp_path):
     assert steps == sorted(set(steps)) and steps[-1] == 3
     final = json.loads((latest.resolve() / "driver.json").read_text())
     assert final["steps_done"] == 3 and final["version"] == 3
+
+
+@pytest.mark.slow
+def test_resume_continues_the_wandb_run_the_timeline_and_the_curves(tmp_path):
+    """1 step, then a resume to 2 steps: one wandb run id, a timeline of both sessions, curves.png after
+    each part, and each metric under one name."""
+    run_dir = tmp_path / "run"
+    env = {k: v for k, v in os.environ.items() if k != "WANDB_API_KEY"}
+    common = [sys.executable, "-m", "gyre.main", *SMALL, f"run_dir={run_dir}", "tracking.backends=[jsonl,wandb]"]
+    first = subprocess.run([*common, "trainer.total_steps=1"], capture_output=True, text=True, timeout=600,
+                           env={**env, "RAY_AUTH_MODE": "disabled"})
+    assert first.returncode == 0, first.stderr[-3000:]
+    assert (run_dir / "curves.png").stat().st_size > 1000
+    run_id = (run_dir / "wandb_id").read_text().strip()
+
+    second = subprocess.run([*common, "trainer.total_steps=2", "trainer.resume=true"], capture_output=True,
+                            text=True, timeout=600, env={**env, "RAY_AUTH_MODE": "disabled"})
+    assert second.returncode == 0, second.stderr[-3000:]
+    assert (run_dir / "wandb_id").read_text().strip() == run_id
+    offline = sorted((run_dir / "wandb").glob("offline-run-*"))
+    assert len(offline) == 2 and all(folder.name.endswith(f"-{run_id}") for folder in offline)
+
+    events = [json.loads(line) for line in (run_dir / "timeline.jsonl").read_text().splitlines()]
+    assert {e["session"] for e in events if "cell" in e} == {0, 1}, "the roles before the resume are kept"
+    assert {e["role"] for e in events if e.get("session") == 0 and "cell" in e} >= {"rollout", "train"}
+    assert (run_dir / "timeline.png").stat().st_size > 1000 and (run_dir / "curves.png").stat().st_size > 1000
+
+    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert [row["step"] for row in rows] == [1, 2]
+    for row in rows:  # one name per metric: the namespaced one
+        assert {"train/time_s", "train/weight_sync_s", "train/cells", "tokens/tree", "loss"} <= set(row)
+        assert not {"pg_loss", "train_time_s", "weight_sync_s", "trainer_members", "tree_tokens"} & set(row)
