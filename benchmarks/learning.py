@@ -1,6 +1,6 @@
 """Does RL improve the agent? The learning recipe end to end, against a control whose reward is shuffled.
 
-    python benchmarks/learning.py --out learning.json [--seeds 0 1 2] [--steps 48]
+    python benchmarks/learning.py --out learning.json [--seeds 0 1 2] [--steps 24]
 
 For each seed, from a clean cache (a fresh ``GYRE_CACHE``, unless ``--cache`` names one): builds the small
 model, records demonstrations of the learn suite and trains the supervised warm start, then runs
@@ -102,7 +102,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, default=None, help="write the JSON here")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0])
-    parser.add_argument("--steps", type=int, default=48, help="RL steps of each run")
+    parser.add_argument("--steps", type=int, default=24, help="RL steps of each run")
     parser.add_argument("--cache", type=Path, default=None, help="reuse this GYRE_CACHE instead of a clean one")
     parser.add_argument("--work", type=Path, default=None, help="keep the runs here (default: a temporary folder)")
     args = parser.parse_args()
