@@ -46,8 +46,7 @@ class PoolProgress:
     def _ensure(self) -> None:
         if not self.enabled or self._progress is not None:
             return
-        from rich.console import Console  # only when progress is shown
-        from rich.progress import (
+        from rich.progress import (  # only when progress is shown
             BarColumn,
             MofNCompleteColumn,
             Progress,
@@ -55,14 +54,12 @@ class PoolProgress:
             TimeElapsedColumn,
         )
 
-        self._progress = Progress(
-            TextColumn("[bold]{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            TextColumn("{task.fields[status]}"),
-            console=Console(stderr=True),
-        )
+        from gyre.progress import progress_columns, progress_console
+
+        console = progress_console()
+        columns = progress_columns(console, TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                                   TimeElapsedColumn(), TextColumn("{task.fields[status]}"))
+        self._progress = Progress(*columns, console=console)
         self._progress.start()
         self._task = self._progress.add_task(self.label, total=0, status="")
 

@@ -89,4 +89,12 @@ def format_table(summary: dict[str, Any]) -> str:
         cells = (name, s["tasks"], s["executions"], s["pass@1"], s["pass@k"], s["mean_partial"], s["mean_reward"],
                  s["timeouts"], s["crashes"], s["unscorable"])  # fmt: skip
         lines.append(" ".join(f"{fmt(c):>10}" for c in cells))
-    return "\n".join(lines)
+    return "\n".join(lines + list(CAPTION))
+
+
+CAPTION = (  # printed under the table: what the columns mean (the definitions are in this module's docstring)
+    "pass@1: chance one sample solves a task; pass@k: share of tasks solved by any of the k samples",
+    "partial: tests passed / tests counted, averaged: credit for progress, even where the reward is all or nothing",
+    "reward: the training reward, averaged: 1 only for a solved SWE or Terminal-Bench task (0 otherwise), "
+    "the passed fraction for NL2Repo",
+)

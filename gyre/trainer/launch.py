@@ -164,9 +164,9 @@ class ProgressLine:
     """A live status line: executions running / ready, the step, each cell's role."""
 
     def __init__(self) -> None:
-        from rich.console import Console
+        from gyre.progress import progress_console
 
-        self.console = Console(stderr=True)
+        self.console = progress_console()
         self._last = 0.0
 
     def __call__(self, driver: Any) -> None:
@@ -180,5 +180,6 @@ class ProgressLine:
         self.console.print(
             f"[dim]step {driver.steps_done}/{driver.cfg.total_steps} | running {driver.buffer.running} | "
             f"ready {driver.buffer.ready_count} | training {'yes' if driver.training else 'no'} | "
-            f"version {driver.cluster.version} | {roles}[/dim]"
+            f"version {driver.cluster.version} | {roles}[/dim]",
+            soft_wrap=True,  # one line, however many cells
         )

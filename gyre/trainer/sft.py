@@ -236,11 +236,14 @@ class _Progress:
         self.bar = None
         if not enabled:
             return
-        from rich.console import Console
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-        self.bar = Progress(TextColumn("sft"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
-                            TextColumn("loss {task.fields[loss]}"), console=Console(stderr=True))
+        from gyre.progress import progress_columns, progress_console
+
+        console = progress_console()
+        self.bar = Progress(*progress_columns(console, TextColumn("sft"), BarColumn(), MofNCompleteColumn(),
+                                              TimeRemainingColumn(), TextColumn("loss {task.fields[loss]}")),
+                            console=console)
         self.task = self.bar.add_task("sft", total=total, completed=done, loss="-")
         self.bar.start()
 

@@ -27,6 +27,9 @@ def test_eval_oracle_on_a_recipe(tmp_path) -> None:
     assert summary["pass@1"] == summary["pass@k"] == summary["mean_partial"] == 1.0
     assert summary["timeouts"] == summary["crashes"] == summary["unscorable"] == 0
     assert "nl2repo" in done.stdout and "pass@1" in done.stdout  # the printed table
+    assert "partial: tests passed / tests counted" in done.stdout  # and what its partial credit means
+    progress = [line for line in done.stderr.splitlines() if "mean reward" in line]  # captured: not a terminal
+    assert progress and all(line.startswith("oracle 4/4") and "…" not in line for line in progress), done.stderr
 
 
 def test_eval_tiny_model_through_the_serving_stack(tmp_path) -> None:
@@ -42,3 +45,19 @@ def test_eval_tiny_model_through_the_serving_stack(tmp_path) -> None:
     assert report["summary"]["all"]["pass@1"] == 0.0  # random weights solve nothing
     records = list((tmp_path / "proxy" / "records").glob("*.jsonl"))
     assert [p.stem for p in records] == [row["id"]]  # every call of the execution was recorded by the proxy
+
+
+def test_eval_warns_once_about_a_broken_task_and_names_a_missing_suite(tmp_path) -> None:
+    import shutil
+
+    suite = tmp_path / "suite"
+    shutil.copytree(ROOT / "recipes" / "nl2repo" / "tasks" / "anagrams", suite / "anagrams")
+    (suite / "zz_broken").mkdir()  # no start.md: a broken task
+    done = run_eval("+recipe=nl2repo", "harness.name=oracle", f"env.path={suite}", f"run_dir={tmp_path / 'run'}")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert (done.stdout + done.stderr).count("zz_broken") == 1, done.stdout + done.stderr
+
+    missing = run_eval("+recipe=nl2repo", "harness.name=oracle", f"env.path={tmp_path / 'no_suite'}",
+                       f"run_dir={tmp_path / 'run2'}")
+    assert missing.returncode != 0
+    assert "does not exist" in missing.stderr + missing.stdout and "holds no loadable" not in missing.stderr
