@@ -7,6 +7,7 @@ written in yaml, and checks each value's type against the dataclass annotation.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import types
 import typing
 from typing import Any, TypeVar
@@ -18,6 +19,12 @@ T = TypeVar("T")
 
 class ConfigError(ValueError):
     pass
+
+
+def closest(name: str, known: list[str] | set[str]) -> str | None:
+    """The known name ``name`` most likely meant (a typo), or None when none is close."""
+    matches = difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.6)
+    return matches[0] if matches else None
 
 
 def to_plain(section: Any) -> Any:
@@ -45,7 +52,9 @@ def build(cls: type[T], section: Any, prefix: str, **overrides: Any) -> T:
     fields = {f.name for f in dataclasses.fields(cls)}
     for key, value in values.items():
         if key not in fields:
-            raise ConfigError(f"{prefix}.{key}: unknown key (known: {', '.join(sorted(fields))})")
+            match = closest(key, fields)
+            hint = f"; did you mean {prefix}.{match}?" if match else ""
+            raise ConfigError(f"{prefix}.{key}: unknown key (known: {', '.join(sorted(fields))}){hint}")
         if not _matches(value, hints[key]):
             raise ConfigError(f"{prefix}.{key}: expected {_name(hints[key])}, got {value!r}")
     try:

@@ -17,9 +17,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-import hydra
 from omegaconf import DictConfig
 
+from gyre.cli import hydra_entry
 from gyre.harness.config import HarnessConfig
 from gyre.config import to_plain as plain
 from gyre.harness.factory import make_pool
@@ -119,7 +119,7 @@ def evaluate(cfg: DictConfig, choices: dict[str, str] | None = None) -> dict[str
     return report
 
 
-@hydra.main(version_base=None, config_path="../conf", config_name="eval")
+@hydra_entry("eval")
 def main(cfg: DictConfig) -> None:
     from hydra.core.hydra_config import HydraConfig
 

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-import hydra
 from omegaconf import DictConfig
 
+from gyre.cli import hydra_entry
 
-@hydra.main(config_path="../conf", config_name="config", version_base=None)
+
+@hydra_entry("config")
 def main(cfg: DictConfig) -> None:
     from hydra.core.hydra_config import HydraConfig
     from hydra.types import RunMode

@@ -14,9 +14,9 @@ import signal
 import threading
 from typing import Any
 
-import hydra
 from omegaconf import DictConfig, OmegaConf
 
+from gyre.cli import hydra_entry
 from gyre.proxy.config import ProxyConfig
 
 
@@ -77,7 +77,7 @@ def serve(cfg: DictConfig) -> None:
         asyncio.run(engine.close())
 
 
-@hydra.main(version_base=None, config_path="../conf", config_name="serve")
+@hydra_entry("serve")
 def main(cfg: DictConfig) -> None:
     serve(cfg)
 

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import hydra
 from omegaconf import DictConfig
 
+from gyre.cli import hydra_entry
 
-@hydra.main(config_path="../conf", config_name="sft", version_base=None)
+
+@hydra_entry("sft")
 def main(cfg: DictConfig) -> None:
     from gyre.config import to_plain
     from gyre.trainer.warm_start import supervised_run

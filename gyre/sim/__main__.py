@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import hydra
 from omegaconf import DictConfig, OmegaConf
 
+from gyre.cli import hydra_entry
 from gyre.sim.config import ConfigError, validate
 from gyre.sim.metrics import write_jsonl
 from gyre.sim.report import print_results, write_json, write_png
@@ -27,7 +27,7 @@ def output_dir(configured: str | None) -> Path:
     return Path(HydraConfig.get().runtime.output_dir)
 
 
-@hydra.main(version_base=None, config_path="../../conf", config_name="sim_config")
+@hydra_entry("sim_config")
 def main(cfg: DictConfig) -> None:
     try:
         root = validate(cfg)

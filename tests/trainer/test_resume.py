@@ -67,7 +67,7 @@ def test_resume_continues_the_wandb_run_the_timeline_and_the_curves(tmp_path):
     assert second.returncode == 0, second.stderr[-3000:]
     assert (run_dir / "wandb_id").read_text().strip() == run_id
     offline = sorted((run_dir / "wandb").glob("offline-run-*"))
-    assert len(offline) == 2 and all(folder.name.endswith(f"-{run_id}") for folder in offline)
+    assert len(offline) == 2 and all(f"-{run_id}" in folder.name for folder in offline)
 
     events = [json.loads(line) for line in (run_dir / "timeline.jsonl").read_text().splitlines()]
     assert {e["session"] for e in events if "cell" in e} == {0, 1}, "the roles before the resume are kept"

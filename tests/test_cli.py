@@ -1,0 +1,69 @@
+"""The entry points' command line as a user meets it: ``--help`` describes the program and lists only the
+groups it uses; a mistyped key gets Gyre's message (the key, the known keys, the closest match)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gyre.cli import UnknownKey, check_overrides
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def run(module: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", module, *args], cwd=ROOT, capture_output=True, text=True,
+                          timeout=120, check=False)
+
+
+@pytest.mark.parametrize(("module", "describes", "groups", "not_groups"), [
+    ("gyre.main", "online RL for LLM agents", {"scheduler", "trainer", "harness", "recipe"}, {"sim", "sft"}),
+    ("gyre.eval", "evaluate a checkpoint", {"env", "harness", "model", "recipe"}, {"scheduler", "sim", "trainer"}),
+    ("gyre.serve", "serve a checkpoint", {"proxy"}, {"env", "scheduler", "sim", "recipe"}),
+    ("gyre.sim", "size a cluster run", {"sim"}, {"harness", "model", "recipe"}),
+    ("gyre.sft", "supervised warm start", {"sft", "env", "model"}, {"scheduler", "sim", "recipe"}),
+])
+def test_help_describes_the_program_and_lists_only_its_groups(module, describes, groups, not_groups):
+    done = run(module, "--help")
+    assert done.returncode == 0, done.stderr
+    text = done.stdout
+    assert text.startswith(f"python -m {module}: {describes}")
+    assert "Examples" in text and f"python -m {module} " in text.split("Examples")[1]
+    assert "powered by Hydra" not in text and "== Config ==" not in text
+    listed = {line.split()[0] for line in text.split("Config groups")[1].splitlines()[1:] if line.startswith("  ")}
+    assert groups <= listed and not (not_groups & listed), listed
+    assert len(text.splitlines()) < 40
+
+
+def test_an_unknown_key_names_the_closest_match_before_hydra_speaks():
+    done = run("gyre.main", "+recipe=deepswe", "trainer.totl_steps=3")
+    assert done.returncode == 2
+    assert "unknown key 'trainer.totl_steps': did you mean 'trainer.total_steps'?" in done.stderr
+    assert "known keys of trainer:" in done.stderr and "group_size" in done.stderr
+    assert "+trainer.totl_steps" not in done.stderr + done.stdout  # not Hydra's hint to add the typo
+
+
+@pytest.mark.parametrize(("config", "overrides", "message"), [
+    ("config", ["sed=1"], "unknown key 'sed': did you mean 'seed'?"),
+    ("config", ["scheduler=colocate,async", "scheduler.max_stalness=1"], "did you mean 'scheduler.max_staleness'"),
+    ("config", ["+recipe=nl2repo", "harness.reference.sub_agnt=false"], "did you mean 'harness.reference.sub_agent'"),
+    ("eval", ["eval.sample=2"], "did you mean 'eval.samples'"),
+    ("serve", ["serve.execution=2"], "did you mean 'serve.executions'"),
+    ("sim_config", ["+sim=deepswe_122b", "sim.workload.calls_man=3"], "did you mean 'sim.workload.calls_mean'"),
+])
+def test_unknown_keys_of_every_entry_point(config, overrides, message):
+    with pytest.raises(UnknownKey, match=message.replace("?", r"\?")):
+        check_overrides(config, overrides)
+
+
+@pytest.mark.parametrize("overrides", [
+    ["+recipe=deepswe", "trainer.total_steps=1,2", "scheduler=colocate", "run_dir=/tmp/x"],
+    ["+trainer.new_key=1", "trainer.new_key=2"],  # added first, then known
+    ["hydra.run.dir=/tmp/x", "hydra/job_logging=stdout"],
+    ["model=nosuchmodel"],  # a missing option: Hydra's own error lists the options
+])
+def test_known_keys_pass(overrides):
+    check_overrides("config", overrides)
