@@ -175,3 +175,18 @@ def format_groups(*optional: str, _root_: Any) -> str:
 
 
 OmegaConf.register_new_resolver("gyre_groups", format_groups, replace=True)
+
+
+def sweep_dirname(overrides: str, limit: int = 200) -> str:
+    """A sweep point's folder name from its overrides: one folder, whatever the values hold (a path's ``/``
+    would nest folders), within the file system's name length (a long name keeps its head and a digest)."""
+    name = overrides.replace("/", "_") or "default"
+    if len(name.encode()) <= limit:
+        return name
+    import hashlib
+
+    digest = hashlib.sha256(name.encode()).hexdigest()[:12]
+    return f"{name.encode()[: limit - 13].decode(errors='ignore')}-{digest}"
+
+
+OmegaConf.register_new_resolver("gyre_sweep_dirname", sweep_dirname, replace=True)

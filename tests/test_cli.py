@@ -67,3 +67,13 @@ def test_unknown_keys_of_every_entry_point(config, overrides, message):
 ])
 def test_known_keys_pass(overrides):
     check_overrides("config", overrides)
+
+
+def test_a_sweep_point_is_one_folder_whatever_its_values_hold():
+    from gyre.cli import sweep_dirname
+
+    assert sweep_dirname("env.path=/data/tasks,trainer.lr=0.1") == "env.path=_data_tasks,trainer.lr=0.1"
+    long = ",".join(f"key{i}=/some/long/path/{i}" for i in range(40))
+    name = sweep_dirname(long)
+    assert "/" not in name and len(name.encode()) <= 200
+    assert name != sweep_dirname(long + ",x=1")  # distinct points stay distinct after shortening
