@@ -22,6 +22,18 @@ def _pyplot():
     return plt
 
 
+def save_figure(fig, path: str | Path, dpi: int = 100) -> Path:
+    """Lay out, write (creating the folder) and close ``fig``."""
+    import matplotlib.pyplot as plt
+
+    fig.tight_layout()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=dpi)
+    plt.close(fig)
+    return path
+
+
 def plot_timeline(timelines: dict[str, list[tuple[float, str]]], until: float, path: str | Path,
                   title: str = "cell roles over time", resumes: list[float] = ()) -> Path:
     """One horizontal bar per cell, coloured by role. ``timelines[cell] = [(start_time, role), ...]``; a
@@ -45,12 +57,7 @@ def plot_timeline(timelines: dict[str, list[tuple[float, str]]], until: float, p
     if resumes:
         handles.append(plt.Line2D([], [], color="#444444", linestyle="--", label="resumed"))
     ax.legend(handles=handles, loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False)
-    fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path)
 
 
 def plot_curves(path: str | Path, steps: list[float], series: dict[str, list[float]], *, title: str,
@@ -66,12 +73,7 @@ def plot_curves(path: str | Path, steps: list[float], series: dict[str, list[flo
     ax.set_title(title)
     ax.grid(alpha=0.3)
     ax.legend(frameon=False)
-    fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path)
 
 
 # (panel title, [(metric, label)]) of curves.png; a validation metric is plotted against ``val/step``
@@ -107,9 +109,4 @@ def plot_run_curves(rows: list[dict[str, Any]], path: str | Path, title: str = "
             ax.legend(frameon=False, fontsize=7)
     if title:
         fig.suptitle(title)
-    fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=90)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path, dpi=90)

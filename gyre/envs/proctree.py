@@ -126,3 +126,16 @@ def wait_gone(pids: Iterable[int], timeout: float = 3.0) -> list[int]:
             break
         time.sleep(0.01)
     return sorted(pending)
+
+
+def processes_with(marker: str) -> list[int]:
+    """Live processes whose command line contains ``marker`` (how a test or a benchmark finds leftovers)."""
+    found = []
+    for pid in parent_map():
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as handle:
+                if marker.encode() in handle.read():
+                    found.append(pid)
+        except OSError:
+            pass
+    return found

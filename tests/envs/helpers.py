@@ -6,7 +6,6 @@ import os
 
 import pytest
 
-from gyre.envs import proctree
 from gyre.envs.cgroup import find_pids_parent
 from gyre.envs.sandbox import bwrap_problem
 
@@ -17,16 +16,3 @@ needs_bwrap = pytest.mark.skipif(
 )
 HAVE_CGROUP = os.geteuid() == 0 and find_pids_parent() is not None
 KINDS = [pytest.param("bwrap", marks=needs_bwrap), "process"]
-
-
-def processes_with(marker: str) -> list[int]:
-    """Live processes whose command line contains ``marker``."""
-    found = []
-    for pid in proctree.parent_map():
-        try:
-            with open(f"/proc/{pid}/cmdline", "rb") as handle:
-                if marker.encode() in handle.read():
-                    found.append(pid)
-        except OSError:
-            pass
-    return found

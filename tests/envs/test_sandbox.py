@@ -14,8 +14,9 @@ import pytest
 
 from gyre.envs import Mount, Sandbox, SandboxError
 from gyre.envs.cgroup import PidsCgroup
+from gyre.envs.proctree import processes_with
 
-from .helpers import HAVE_CGROUP, needs_bwrap, processes_with
+from .helpers import HAVE_CGROUP, needs_bwrap
 
 
 def test_runs_in_workspace(kind: str, tmp_path: Path) -> None:

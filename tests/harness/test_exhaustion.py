@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from gyre.envs import proctree
+from gyre.envs.proctree import processes_with
 from gyre.harness import ExecutionPool, HarnessConfig, ProxyEndpoint
 from gyre.harness.execution import ExecutionRunner
 from gyre.harness.harnesses import Command, LaunchContext
@@ -45,18 +45,6 @@ def attack(server, sandbox, task, tmp_path, script: str, *, time_limit_s: float 
     return asyncio.run(main())
 
 
-def marked(marker: str) -> list[int]:
-    found = []
-    for pid in proctree.parent_map():
-        try:
-            with open(f"/proc/{pid}/cmdline", "rb") as handle:
-                if marker.encode() in handle.read():
-                    found.append(pid)
-        except OSError:
-            pass
-    return found
-
-
 @pytest.fixture
 def marker() -> str:
     return f"GYRE_ATTACK_{uuid.uuid4().hex[:10]}"
@@ -73,7 +61,7 @@ def test_fork_bomb(server, sandbox, task, tmp_path, marker, no_leftover_processe
     execution = attack(server, sandbox.replace(max_processes=40), task, tmp_path, script)
     assert execution.status == "timeout" and execution.reward_detail["stop_reason"] == "max_processes", execution.reward_detail
     assert execution.reward_detail["harness_s"] < 20
-    assert marked(marker) == []
+    assert processes_with(marker) == []
 
 
 def test_memory_bomb_across_processes(server, sandbox, task, tmp_path, marker, no_leftover_processes) -> None:
@@ -83,7 +71,7 @@ def test_memory_bomb_across_processes(server, sandbox, task, tmp_path, marker, n
     execution = attack(server, sandbox.replace(total_memory_mb=300), task, tmp_path, script)
     assert execution.reward_detail["stop_reason"] == "memory", execution.reward_detail
     assert execution.reward_detail["harness_s"] < 20
-    assert marked(marker) == []
+    assert processes_with(marker) == []
 
 
 def test_disk_fill_of_the_workspace(server, sandbox, task, tmp_path, marker, no_leftover_processes) -> None:
@@ -93,7 +81,7 @@ def test_disk_fill_of_the_workspace(server, sandbox, task, tmp_path, marker, no_
     execution = attack(server, sandbox.replace(disk_mb=50), task, tmp_path, script)
     assert execution.reward_detail["stop_reason"] == "disk", execution.reward_detail
     assert execution.reward_detail["harness_s"] < 20
-    assert marked(marker) == []
+    assert processes_with(marker) == []
 
 
 def test_one_file_larger_than_the_disk_limit(server, sandbox, task, tmp_path, no_leftover_processes) -> None:
@@ -109,18 +97,18 @@ def test_output_flood(server, sandbox, task, tmp_path, marker, no_leftover_proce
     detail = execution.reward_detail
     assert detail["stop_reason"] == "output_limit" and detail["killed"], detail
     assert detail["harness_s"] < 20
-    assert marked(marker) == []
+    assert processes_with(marker) == []
 
 
 def test_double_fork_and_sigterm_ignoring_leftovers(server, sandbox, task, tmp_path, marker, no_leftover_processes) -> None:
     """The harness exits leaving a double-forked daemon, a setsid job and a SIGTERM-ignoring process."""
-    assert marked(marker) == []
+    assert processes_with(marker) == []
     sleep = f"python -c 'import time; time.sleep(300)' {marker}"
     script = (f"(setsid {sleep} &); (nohup {sleep} > /dev/null 2>&1 &); "
               f"(trap '' TERM; exec {sleep}) & sleep 0.5; echo left them running")
     execution = attack(server, sandbox, task, tmp_path, script)
     assert execution.status == "finished" and execution.reward_detail["stop_reason"] == "exited", execution.reward_detail
-    assert marked(marker) == []
+    assert processes_with(marker) == []
 
 
 def test_sigterm_ignoring_harness_at_the_time_limit(server, sandbox, task, tmp_path, marker, no_leftover_processes) -> None:
@@ -128,4 +116,4 @@ def test_sigterm_ignoring_harness_at_the_time_limit(server, sandbox, task, tmp_p
     execution = attack(server, sandbox, task, tmp_path, script, time_limit_s=1.0)
     detail = execution.reward_detail
     assert detail["stop_reason"] == "time_limit" and detail["killed"], detail
-    assert marked(marker) == []
+    assert processes_with(marker) == []
