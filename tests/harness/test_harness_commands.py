@@ -47,7 +47,9 @@ def test_reference_command(tmp_path) -> None:
     assert argv[argv.index("--max-turns") + 1] == "5" and argv[argv.index("--max-tokens") + 1] == "16"
     assert "--no-sub-agent" in argv and argv[argv.index("--context-tokens") + 1] == "900"
     assert argv[argv.index("--temperature") + 1] == "0.5"
-    assert command.env == {"OPENAI_BASE_URL": "http://127.0.0.1:9/v1", "OPENAI_API_KEY": "gyre-KEY"}
+    # The agent imports the copy of gyre that launched it (a checkout or worktree, installed or not).
+    assert command.env == {"OPENAI_BASE_URL": "http://127.0.0.1:9/v1", "OPENAI_API_KEY": "gyre-KEY",
+                           "PYTHONPATH": str(Path(GYRE_PACKAGE).parent)}
     assert command.ro_paths == (GYRE_PACKAGE,)  # the sandbox must see the gyre package to run it
     harness = get_harness("reference")
     assert harness.status(0) == harness.status(10) == "finished"  # finish, turn limit
