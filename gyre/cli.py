@@ -177,9 +177,10 @@ def format_groups(*optional: str, _root_: Any) -> str:
 OmegaConf.register_new_resolver("gyre_groups", format_groups, replace=True)
 
 
-def sweep_dirname(overrides: str, limit: int = 200) -> str:
+def sweep_dirname(overrides: str, limit: int = 240) -> str:
     """A sweep point's folder name from its overrides: one folder, whatever the values hold (a path's ``/``
-    would nest folders), within the file system's name length (a long name keeps its head and a digest)."""
+    would nest folders), within the file system's 255-byte name length (a longer name keeps its head and a
+    digest; leave fixed keys out with hydra.job.config.override_dirname.exclude_keys to keep names readable)."""
     name = overrides.replace("/", "_") or "default"
     if len(name.encode()) <= limit:
         return name

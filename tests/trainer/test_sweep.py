@@ -6,11 +6,8 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.slow
@@ -18,7 +15,7 @@ def test_a_two_point_sweep_runs_in_named_folders_and_compares(tmp_path):
     overrides = [
         "-m", "+recipe=nl2repo", "trajectory.max_paths=1,5", "trainer.total_steps=1", "cluster.cells=2",
         "scheduler.batch_size=2", "trainer.group_size=2", "harness.max_turns=1", "harness.reference.sub_agent=false",
-        "harness.progress=false", "tracking.backends=[jsonl]", f"env.path={ROOT / 'recipes/nl2repo/tasks'}",
+        "harness.progress=false", "tracking.backends=[jsonl]",
     ]
     env = {**os.environ, "RAY_AUTH_MODE": "disabled"}
     done = subprocess.run([sys.executable, "-m", "gyre.main", *overrides], cwd=tmp_path, capture_output=True,
