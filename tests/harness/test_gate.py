@@ -144,10 +144,10 @@ def test_slow_clients_and_connection_floods_are_bounded(server, gate) -> None:
     held = [connect(opened) for _ in range(4)]  # the limit (max_connections=4), all idle
     try:
         time.sleep(0.1)
-        with connect(opened) as extra:
+        with connect(opened) as extra, contextlib.suppress(BrokenPipeError, ConnectionResetError):
+            # Closed on accept: the send itself may already meet the closed socket.
             extra.sendall(request("GET", "/v1/models", key))
-            with contextlib.suppress(ConnectionResetError):
-                assert extra.recv(100) == b""  # closed on accept
+            assert extra.recv(100) == b""
         assert opened.stats.connections_over_limit >= 1
     finally:
         for sock in held:
