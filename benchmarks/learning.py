@@ -1,6 +1,6 @@
 """Does RL improve the agent? The learning recipe end to end, against a control whose reward is shuffled.
 
-    python benchmarks/learning.py --out learning.json [--seeds 0 1 2] [--steps 24]
+    python benchmarks/learning.py --out learning.json [--seeds 0 1 2] [--steps 24] [--override KEY=VALUE ...]
 
 For each seed, from a clean cache (a fresh ``GYRE_CACHE``, unless ``--cache`` names one): builds the small
 model, records demonstrations of the learn suite and trains the supervised warm start, then runs
@@ -54,15 +54,15 @@ def validations(run_dir: Path) -> dict[int, float]:
     return dict(sorted(by_step.items()))
 
 
-def one_seed(seed: int, steps: int, work: Path, cache: Path | None) -> dict:
+def one_seed(seed: int, steps: int, work: Path, cache: Path | None, overrides: list[str]) -> dict:
     cache = cache or work / "cache"
     started = time.perf_counter()
     # The warm start (model build, demonstrations, SFT) happens inside the first run; time it separately by
     # building it alone first: a 0-step run builds it and validates the starting policy once.
-    warm_start_s = run_job(work / "warm_start", seed, 0, cache, ["trainer.val_every=0"], work / "warm_start.log")
-    rl_s = run_job(work / "rl", seed, steps, cache, [], work / "rl.log")
-    control_s = run_job(work / "control", seed, steps, cache, ["trajectory.shuffle_rewards=true", f"trainer.val_every={steps}"],
-                        work / "control.log")
+    warm_start_s = run_job(work / "warm_start", seed, 0, cache, [*overrides, "trainer.val_every=0"], work / "warm_start.log")
+    rl_s = run_job(work / "rl", seed, steps, cache, overrides, work / "rl.log")
+    control_s = run_job(work / "control", seed, steps, cache,
+                        [*overrides, "trajectory.shuffle_rewards=true", f"trainer.val_every={steps}"], work / "control.log")
     rl, control = validations(work / "rl"), validations(work / "control")
     result = {
         "seed": seed, "steps": steps,
@@ -105,13 +105,15 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=24, help="RL steps of each run")
     parser.add_argument("--cache", type=Path, default=None, help="reuse this GYRE_CACHE instead of a clean one")
     parser.add_argument("--work", type=Path, default=None, help="keep the runs here (default: a temporary folder)")
+    parser.add_argument("--override", nargs="*", default=[], metavar="KEY=VALUE",
+                        help="extra Hydra overrides of every run (e.g. env.path=... for a smaller suite)")
     args = parser.parse_args()
     results = []
     for seed in args.seeds:
         work = (args.work or Path(tempfile.mkdtemp(prefix="gyre-learning-"))) / f"seed{seed}"
         work.mkdir(parents=True, exist_ok=True)
         print(f"seed {seed}: runs in {work}", flush=True)
-        result = one_seed(seed, args.steps, work, args.cache)
+        result = one_seed(seed, args.steps, work, args.cache, args.override)
         results.append(result)
         print(f"seed {seed}: held-out pass rate {result['val_pass_rate_before']:.3f} -> {result['val_pass_rate_after']:.3f} "
               f"(gain {result['gain']:+.3f}); control {result['control_pass_rate_before']:.3f} -> "

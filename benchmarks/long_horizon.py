@@ -72,7 +72,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--engine-tokens", type=int, default=55_000, help="prompt tokens of each engine session")
     parser.add_argument("--train-worker", type=int, help=argparse.SUPPRESS)  # internal: one training size
     parser.add_argument("--worker-mode", default="chunked", help=argparse.SUPPRESS)  # chunked | whole | exact
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    if len(args.train_sizes) < 2:
+        parser.error("--train-sizes needs at least two sizes (its figures are growths from the smallest to the largest)")
+    return args
 
 
 # ------------------------------------------------------------------------------------------- 1. proxy

@@ -177,11 +177,31 @@ def format_groups(*optional: str, _root_: Any) -> str:
 OmegaConf.register_new_resolver("gyre_groups", format_groups, replace=True)
 
 
-def sweep_dirname(overrides: str, limit: int = 240) -> str:
-    """A sweep point's folder name from its overrides: one folder, whatever the values hold (a path's ``/``
-    would nest folders), within the file system's 255-byte name length (a longer name keeps its head and a
-    digest; leave fixed keys out with hydra.job.config.override_dirname.exclude_keys to keep names readable)."""
-    name = overrides.replace("/", "_") or "default"
+def swept_keys(argv: list[str] | None = None) -> set[str]:
+    """The keys a ``-m`` command line sweeps over (``key=a,b``, ``range(...)``, ``choice(...)``, ...)."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    args = [arg for arg in (sys.argv[1:] if argv is None else argv) if "=" in arg and not arg.startswith("-")]
+    try:
+        overrides = OverridesParser.create().parse_overrides(args)
+    except Exception:  # noqa: BLE001 - a name is still made, only without the swept keys first
+        return set()
+    return {override.key_or_group for override in overrides if override.is_sweep_override()}
+
+
+def sweep_dirname(overrides: Any, limit: int = 240, swept: set[str] | None = None) -> str:
+    """A sweep point's folder name from its overrides (``hydra.overrides.task``, or one joined string): the
+    swept keys first, so they stay in sight, then the fixed ones; one folder, whatever the values hold (a
+    path's ``/`` would nest folders); within the file system's 255-byte name length (a longer name keeps its
+    head and a digest; leave fixed keys out with hydra.job.config.override_dirname.exclude_keys)."""
+    if isinstance(overrides, str):
+        items = [overrides] if overrides else []
+    else:
+        swept = swept_keys() if swept is None else swept
+        items = sorted(str(item) for item in overrides)
+        items = [item for item in items if item.split("=", 1)[0].lstrip("+~") in swept] + \
+                [item for item in items if item.split("=", 1)[0].lstrip("+~") not in swept]
+    name = ",".join(items).replace("/", "_") or "default"
     if len(name.encode()) <= limit:
         return name
     import hashlib

@@ -77,3 +77,15 @@ def test_a_sweep_point_is_one_folder_whatever_its_values_hold():
     name = sweep_dirname(long)
     assert "/" not in name and len(name.encode()) <= 240
     assert name != sweep_dirname(long + ",x=1")  # distinct points stay distinct after shortening
+
+
+def test_a_sweep_point_folder_names_the_swept_keys_first():
+    from gyre.cli import sweep_dirname, swept_keys
+
+    argv = ["-m", "+recipe=nl2repo", "trajectory.max_paths=1,5", "scheduler.max_staleness=range(0,2)", "cluster.cells=2"]
+    assert swept_keys(argv) == {"trajectory.max_paths", "scheduler.max_staleness"}
+    point = ["+recipe=nl2repo", "cluster.cells=2", "scheduler.max_staleness=1", "trajectory.max_paths=5",
+             *(f"harness.long_fixed_key_{i}=value" for i in range(20))]
+    name = sweep_dirname(point, swept=swept_keys(argv))
+    # However many fixed overrides follow, the point's own values survive the length cap.
+    assert name.startswith("scheduler.max_staleness=1,trajectory.max_paths=5,+recipe=nl2repo") and len(name.encode()) <= 240

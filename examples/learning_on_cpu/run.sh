@@ -1,22 +1,29 @@
 #!/usr/bin/env bash
 # The learning run on a CPU laptop, step by step: demonstrations -> SFT -> RL -> evaluation before and after.
 # Usage: bash examples/learning_on_cpu/run.sh [OUT_DIR]   (about 20-25 minutes on 2 cores)
+# Knobs (environment): SFT_STEPS (700), TRAIN and HELDOUT (the learn suite's task folders), RL_ARGS (extra
+# overrides of the RL run, e.g. RL_ARGS="trainer.total_steps=8").
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${1:-runs/example_learning}
+SFT_STEPS=${SFT_STEPS:-700}
+TRAIN=${TRAIN:-recipes/learn/tasks/train}
+HELDOUT=${HELDOUT:-recipes/learn/tasks/heldout}
+RL_ARGS=${RL_ARGS:-}
 HARNESS="harness.max_turns=4 harness.max_tokens=96 harness.reference.sub_agent=false harness.reference.max_retries=1 harness.reference.tools=[read_file,write_file,finish]"
 
 # 1. Supervised warm start: record 2 demonstrations per training task of the learn suite through the proxy
 #    (the suite's imperfect demonstrator), then train the built-in small model on them.
-python -m gyre.sft model.path=small env=learn data.demonstrations=2 $HARNESS \
-  sft.steps=700 sft.short_context_steps=450 sft.save_every=700 run_dir=$OUT/sft
+python -m gyre.sft model.path=small env=learn env.path=$TRAIN data.demonstrations=2 $HARNESS \
+  sft.steps=$SFT_STEPS sft.short_context_steps=$((SFT_STEPS * 9 / 14)) sft.save_every=$SFT_STEPS run_dir=$OUT/sft
 
 # 2. Held-out pass rate of the SFT checkpoint (every held-out task twice).
-EVAL="env=learn env.path=recipes/learn/tasks/heldout eval.samples=2 eval.torch_threads=1 harness.progress=false $HARNESS"
+EVAL="env=learn env.path=$HELDOUT eval.samples=2 eval.torch_threads=1 harness.progress=false $HARNESS"
 python -m gyre.eval $EVAL model.path=$OUT/sft/checkpoints/latest run_dir=$OUT/eval_before
 
 # 3. RL from the SFT checkpoint: the learn recipe (elastic scheduler, 4 cells), without its own warm start.
-python -m gyre.main +recipe=learn '~warm_start' model.path=$OUT/sft/checkpoints/latest run_dir=$OUT/rl
+python -m gyre.main +recipe=learn '~warm_start' model.path=$OUT/sft/checkpoints/latest run_dir=$OUT/rl \
+  env.path=$TRAIN env.val_path=$HELDOUT $RL_ARGS
 
 # 4. The same evaluation of the RL checkpoint.
 python -m gyre.eval $EVAL model.path=$OUT/rl/checkpoints/latest run_dir=$OUT/eval_after

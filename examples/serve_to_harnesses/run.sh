@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Serve a checkpoint through Gyre's proxy and point real agent CLIs at it.
 # Usage: bash examples/serve_to_harnesses/run.sh [MODEL_PATH]   (default: the built-in small model)
-# MODEL_PATH may be any HF folder: a training run's checkpoint (runs/<run>/checkpoints/latest), a gyre.sft one.
+# PORT (environment; default 8765, 0: a free one). MODEL_PATH may be any HF folder: a training run's checkpoint (runs/<run>/checkpoints/latest), a gyre.sft one.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 MODEL=${1:-small}
@@ -15,6 +15,7 @@ SERVER=$!
 trap 'kill $SERVER 2>/dev/null || true' EXIT
 for _ in $(seq 120); do grep -q "key for execution serve-2" "$LOG" && break; sleep 1; done
 cat "$LOG"
+PORT=$(sed -n 's|.*Anthropic base URL: http://127.0.0.1:\([0-9]*\).*|\1|p' "$LOG")  # the real one when PORT=0
 key() { grep "key for execution $1:" "$LOG" | awk '{print $NF}'; }
 WORK=$(mktemp -d)
 

@@ -2,7 +2,7 @@
 
 Runs each policy in ``sim.policies`` on the same simulated cluster and workload, prints the table, and
 writes ``results.json``, ``metrics_<policy>.jsonl`` (per-step metrics in the real run's schema) and
-``roles.png`` into ``sim.output.dir`` (default: Hydra's job folder ``runs/sim/<date>``, so the
+``roles.png`` into ``sim.output.dir`` (default: Hydra's job folder, ``run_dir`` = ``runs/sim/<date>``, so the
 jobs of a ``-m`` sweep do not overwrite each other).
 """
 

@@ -132,6 +132,7 @@ class TrajectorySection:
 
 @dataclass
 class RootCfg:
+    run_dir: str = MISSING  # the simulation's folder (Hydra's job folder; results go there unless sim.output.dir)
     sim: SimCfg = MISSING
     scheduler: SchedulerSection = MISSING
     trajectory: TrajectorySection = MISSING

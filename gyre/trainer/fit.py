@@ -47,7 +47,7 @@ class LoopConfig:
     group_size: int = 4  # samples per task (GRPO group)
     max_tokens_per_microbatch: int = 16384
     max_grad_norm: float | None = 1.0
-    save_every: int = 1  # checkpoint every k steps (0: never)
+    save_every: int = 1  # checkpoint every k steps and after the last (0: never)
     val_every: int = 0  # validate every k steps, before the first and after the last (0: never)
     val_samples: int = 1  # executions per held-out task at each validation
     timeline_every: int = 1  # plot the cell-role timeline every k steps
@@ -199,15 +199,16 @@ class Driver:
         metrics.update(self._step_metrics(executions, staleness))
         self.steps_done += 1
         self.last_step_end = time.perf_counter()
-        # Checkpoint before logging: a step that was logged is never trained again after a resume.
-        if self.cfg.save_every and self.steps_done % self.cfg.save_every == 0:
+        # Checkpoint before logging: a step that was logged is never trained again after a resume. The last
+        # step always saves, so a finished run's checkpoints/latest is its final policy.
+        last = self.steps_done == self.cfg.total_steps
+        if self.cfg.save_every and (self.steps_done % self.cfg.save_every == 0 or last):
             await self.save()
         self.tracker.log(metrics, step=self.steps_done)
         self.curve_rows.append({"step": self.steps_done, **metrics})
         self.plot_curves()
         if self.cfg.timeline_every and self.steps_done % self.cfg.timeline_every == 0:
             self.plot_timeline()
-        last = self.steps_done == self.cfg.total_steps
         if self.cfg.val_every and self.val_tasks and (self.steps_done % self.cfg.val_every == 0 or last):
             self.validations.add(asyncio.ensure_future(self.validate(self.steps_done)))
         self.training = None

@@ -1,0 +1,313 @@
+"""Every command the README and ``examples/`` document runs as written, with the smallest settings.
+
+The commands are read from the documents themselves (the ```bash blocks of README.md and examples/*/README.md),
+so a command that is added, changed or removed there must be reflected in ``SMALLEST`` below, or the first
+test fails and names it. Each command then runs as a real subprocess from the repository root: its program and
+its flags as written, with placeholders (``/path/to/checkpoint``, ``runs/<run>``, ``runs/sweep_<time>``) filled by
+what the earlier commands produced, and settings appended or shrunk so that it takes seconds (one step, two
+cells, a few tasks, tiny benchmark sizes). Outputs go to a temporary folder, not to ``runs/``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "examples").glob("*/README.md"))]
+PYTHON = sys.executable
+# One step of the main job on two cells, small batches, short executions, no wandb.
+SMALL_JOB = ["trainer.total_steps=1", "cluster.cells=2", "scheduler.batch_size=2", "trainer.group_size=2",
+             "harness.max_turns=1", "harness.reference.sub_agent=false", "harness.progress=false",
+             "tracking.backends=[jsonl]"]
+
+
+def documented_commands() -> list[str]:
+    """The runnable commands of the documents' bash blocks, comments stripped (install and pytest steps are
+    what CI itself runs, so they are left out)."""
+    commands = []
+    for document in DOCUMENTS:
+        blocks = re.findall(r"```bash\n(.*?)```", document.read_text(), flags=re.S)
+        for line in "\n".join(blocks).splitlines():
+            words = shlex.split(line, comments=True)  # the documents quote no word that holds a space
+            for part in " ".join(words).split(" && "):
+                part = part.strip()
+                if part.startswith(("python -m gyre", "python benchmarks/", "bash ")) and part not in commands:
+                    commands.append(part)
+    return commands
+
+
+@dataclass
+class Invocation:
+    argv: list[str]
+    env: dict[str, str] = field(default_factory=dict)
+    timeout: int = 600
+    gpu: bool = False
+
+
+class Workspace:
+    """Where the commands write, and what later commands take from earlier ones (a trained run, a sweep)."""
+
+    def __init__(self, root: Path):
+        self.root = root
+        self.outputs: dict[str, Path] = {}
+
+    def path(self, name: str) -> Path:
+        return self.root / name
+
+    def learn_suite(self) -> tuple[Path, Path]:
+        """One training and one held-out task of each family of the learn suite."""
+        suite = self.root / "learn_suite"
+        if not suite.exists():
+            for split in ("train", "heldout"):
+                for family in ("write", "write2", "copy"):
+                    source = sorted((ROOT / "recipes/learn/tasks" / split).glob(f"{split}-{family}-*"))[0]
+                    shutil.copytree(source, suite / split / source.name)
+        return suite / "train", suite / "heldout"
+
+    def produced(self, key: str) -> Path:
+        if key not in self.outputs:
+            pytest.skip(f"needs the output of an earlier command ({key}), which did not run")
+        return self.outputs[key]
+
+
+def as_written(command: str, *, replace: dict[str, str] | None = None, append: list[str] = ()) -> list[str]:
+    """The documented command's words, with whole words replaced and settings appended."""
+    words = shlex.split(command)
+    replace = replace or {}
+    missing = [old for old in replace if old not in words]
+    assert not missing, f"{command!r} no longer holds {missing}: update SMALLEST"
+    words = [replace.get(word, word) for word in words]
+    if words[0] == "python":
+        words[0] = PYTHON
+    return [*words, *append]
+
+
+def replaced_flag(command: str | list[str], flag: str, values: list[str]) -> list[str]:
+    """The command's words with the values after ``flag`` swapped for ``values``."""
+    words = shlex.split(command) if isinstance(command, str) else command
+    start = words.index(flag) + 1
+    end = start
+    while end < len(words) and not words[end].startswith("--"):
+        end += 1
+    return [*words[:start], *values, *words[end:]]
+
+
+def learn_overrides(ws: Workspace) -> list[str]:
+    train, heldout = ws.learn_suite()
+    return [f"env.path={train}", f"env.val_path={heldout}", "warm_start.demonstrations=1", "warm_start.sft.steps=2",
+            "warm_start.sft.short_context_steps=1", "warm_start.sft.batch_executions=3",
+            "warm_start.sft.warmup_steps=1", "warm_start.sft.save_every=2", "trainer.val_every=1",
+            "trainer.val_samples=1", "cluster.cells=2", "scheduler.batch_size=4", "trainer.group_size=2",
+            "harness.max_tokens=32", "harness.progress=false", "tracking.backends=[jsonl]"]
+
+
+def benchmark(command: str, ws: Workspace, *args: str) -> Invocation:
+    """A benchmark with its ``--out`` in the workspace and the given small sizes."""
+    words = shlex.split(command)
+    name = Path(words[words.index("--out") + 1]).name
+    argv = as_written(command, replace={name: str(ws.path(name))}, append=list(args))
+    return Invocation(argv)
+
+
+def run_sweep(command: str, ws: Workspace) -> Invocation:
+    ws.outputs["sweep"] = ws.path("sweep")
+    return Invocation(as_written(command, append=[*SMALL_JOB, f"hydra.sweep.dir={ws.path('sweep')}"]))
+
+
+def run_main(command: str, ws: Workspace) -> Invocation:
+    ws.outputs["run"] = ws.path("main")
+    return Invocation(as_written(command, append=[*SMALL_JOB, f"run_dir={ws.path('main')}"]))
+
+
+def checkpoint(ws: Workspace) -> str:
+    return str(ws.produced("run") / "checkpoints" / "latest")
+
+
+# Documented command -> how it runs here with the smallest settings.
+SMALLEST: dict[str, Callable[[str, Workspace], Invocation]] = {
+    "python -m gyre.main +recipe=deepswe": run_main,
+    "python -m gyre.main +recipe=learn": lambda c, ws: Invocation(as_written(
+        c, append=[*learn_overrides(ws), "trainer.total_steps=1", f"run_dir={ws.path('learn')}"])),
+    "python benchmarks/learning.py --out learning.json --seeds 0 1 2": lambda c, ws: Invocation(
+        [PYTHON, *replaced_flag(replaced_flag(c, "--seeds", ["0"]), "--out", [str(ws.path("learning.json"))])[1:],
+         "--steps", "1", "--cache", os.environ.get("GYRE_CACHE", str(ws.path("cache"))),
+         "--work", str(ws.path("learning")), "--override", *learn_overrides(ws)]),
+    "python -m gyre.main +recipe=deepswe scheduler=colocate": lambda c, ws: Invocation(
+        as_written(c, append=[*SMALL_JOB, f"run_dir={ws.path('colocate')}"])),
+    "python -m gyre.main -m +recipe=nl2repo trajectory.max_paths=1,5 scheduler.max_staleness=0,1": run_sweep,
+    "python -m gyre.compare runs/sweep_<time>": lambda c, ws: Invocation(
+        as_written(c, replace={"runs/sweep_<time>": str(ws.produced("sweep"))})),
+    "python -m gyre.sft data.records=[runs/<run>/records] model.path=small": lambda c, ws: Invocation(as_written(
+        c, replace={"data.records=[runs/<run>/records]": f"data.records=[{ws.produced('run') / 'records'}]"},
+        append=["sft.steps=2", "sft.save_every=2", "tracking.backends=[jsonl]", f"run_dir={ws.path('sft')}"])),
+    "bash recipes/deepswe/launch_cluster.sh": lambda c, ws: Invocation(shlex.split(c), gpu=True),
+    "python -m gyre.serve model.path=/path/to/checkpoint proxy.port=8000": lambda c, ws: Invocation(as_written(
+        c, replace={"model.path=/path/to/checkpoint": f"model.path={checkpoint(ws)}", "proxy.port=8000": "proxy.port=0"},
+        append=["serve.duration_s=3", f"run_dir={ws.path('serve')}"])),
+    "python -m gyre.eval +recipe=deepswe model.path=/path/to/checkpoint eval.samples=4": lambda c, ws: Invocation(
+        as_written(c, replace={"model.path=/path/to/checkpoint": f"model.path={checkpoint(ws)}",
+                               "eval.samples=4": "eval.samples=2"},
+                   append=["eval.limit=1", "harness.max_turns=1", "harness.progress=false",
+                           f"run_dir={ws.path('eval')}"])),
+    "python -m gyre.sim +sim=deepswe_122b": lambda c, ws: Invocation(
+        as_written(c, append=["sim.steps=2", f"run_dir={ws.path('sim')}"])),
+    "python benchmarks/tree_training.py --out tree_training.json": lambda c, ws: benchmark(
+        c, ws, "--executions", "1", "--turns", "2", "--subagents", "0", "--hidden", "64", "--repeats", "1"),
+    "python benchmarks/engine_throughput.py --out engine.json": lambda c, ws: benchmark(
+        c, ws, "--concurrency", "1,2", "--max-new-tokens", "4", "--turns", "2", "--first-prompt", "64",
+        "--turn-max-new-tokens", "4", "--repeats", "1"),
+    "python benchmarks/proxy_overhead.py --out proxy.json": lambda c, ws: benchmark(
+        c, ws, "--calls", "10", "--rounds-256", "1"),
+    "python benchmarks/proxy_long_context.py --out long_context.json": lambda c, ws: benchmark(
+        c, ws, "--turns", "8", "--every", "4"),
+    "python benchmarks/long_horizon.py --out long.json": lambda c, ws: benchmark(
+        c, ws, "--target-tokens", "20000", "--train-sizes", "2048", "4096", "--chunk", "1024", "--engine-tokens", "2000"),
+    "python benchmarks/sim_speedups.py --out sim.json": lambda c, ws: benchmark(
+        c, ws, "--presets", "deepswe_122b", "--steps", "2"),
+    "python benchmarks/sim_grid.py --out grid.json": lambda c, ws: benchmark(c, ws, "--only", "cells_2"),
+    "python benchmarks/schedulers.py --out schedulers.json": lambda c, ws: (
+        ws.outputs.__setitem__("scheduler_runs", ws.path("scheduler_runs")) or benchmark(
+            c, ws, "--steps", "1", "--batch-size", "4", "--group-size", "2", "--max-turns", "1", "--cells", "2",
+            "--rollout-cells", "1", "--keep", str(ws.path("scheduler_runs")))),
+    "python benchmarks/sim_validation.py --out validation.json": lambda c, ws: benchmark(
+        c, ws, "--runs", str(ws.produced("scheduler_runs")), "--sim-steps", "4", "--seeds", "1"),
+    "python benchmarks/reliability.py --out reliability.json": lambda c, ws: benchmark(
+        c, ws, "--kills", "1", "--steps", "2", "--fuzz", "40", "--drains", "1", "--sessions", "4"),
+    "bash examples/learning_on_cpu/run.sh": lambda c, ws: Invocation(
+        [*shlex.split(c), str(ws.path("example_learning"))],
+        env={"SFT_STEPS": "2", "TRAIN": str(ws.learn_suite()[0]), "HELDOUT": str(ws.learn_suite()[1]),
+             "RL_ARGS": "trainer.total_steps=1 trainer.val_every=0 cluster.cells=2 scheduler.batch_size=4 "
+                        "trainer.group_size=2 tracking.backends=[jsonl] harness.progress=false"}),
+    "bash examples/serve_to_harnesses/run.sh runs/<run>/checkpoints/latest": lambda c, ws: Invocation(
+        as_written(c, replace={"runs/<run>/checkpoints/latest": checkpoint(ws)}), env={"PORT": "0"}),
+    "bash examples/sweep/run.sh": lambda c, ws: Invocation([*shlex.split(c), "1", str(ws.path("example_sweep"))]),
+}
+
+
+def test_every_documented_command_has_a_smallest_run():
+    documented = documented_commands()
+    assert set(documented) == set(SMALLEST), (
+        f"documented but not run here: {sorted(set(documented) - set(SMALLEST))}; "
+        f"run here but no longer documented: {sorted(set(SMALLEST) - set(documented))}")
+
+
+@pytest.fixture(scope="module")
+def workspace(tmp_path_factory) -> Workspace:
+    return Workspace(tmp_path_factory.mktemp("documented"))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("command", list(SMALLEST))
+def test_documented_command_runs(command, workspace):
+    invocation = SMALLEST[command](command, workspace)
+    if invocation.gpu:
+        pytest.skip("a GPU-cluster command (vLLM, NCCL): run on a GPU machine")
+    env = {**os.environ, "RAY_AUTH_MODE": "disabled", "WANDB_MODE": "offline", **invocation.env}
+    done = subprocess.run(invocation.argv, cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=invocation.timeout)
+    assert done.returncode == 0, (f"{shlex.join(invocation.argv)} exited {done.returncode}\n"
+                                  f"{done.stdout[-2000:]}\n{done.stderr[-4000:]}")
+    if command.startswith("python benchmarks/"):
+        check_benchmark_json(workspace, command)
+    if command in CHECKS:
+        CHECKS[command](workspace, done.stdout + done.stderr)
+
+
+def metrics(run_dir: Path) -> list[dict]:
+    return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+
+
+def check_main(ws: Workspace, output: str) -> None:
+    run = ws.produced("run")
+    assert [row["step"] for row in metrics(run) if "reward/mean" in row] == [1]
+    assert (run / "checkpoints" / "latest" / "config.json").is_file()
+    assert (run / "timeline.png").is_file() and (run / "curves.png").is_file()
+
+
+def check_learn(ws: Workspace, output: str) -> None:
+    # Held-out validation before the first step and after the last, and the curve.
+    assert [row["val/step"] for row in metrics(ws.path("learn")) if "val/pass_rate" in row] == [0, 1]
+    assert (ws.path("learn") / "val_curve.png").is_file()
+
+
+def check_learning_benchmark(ws: Workspace, output: str) -> None:
+    result = json.loads(ws.path("learning.json").read_text())
+    for key in ("val_pass_rate_before", "val_pass_rate_after", "control_pass_rate_after", "steps", "wall_s"):
+        assert key in result, f"learning.json lacks {key}"
+
+
+def check_sweep(ws: Workspace, output: str) -> None:
+    # Each point's folder carries its overrides in its name and holds its composed config and metrics.
+    points = sorted(p for p in ws.produced("sweep").iterdir() if p.is_dir())
+    named = {(p.name.split("trajectory.max_paths=")[1][:1], p.name.split("scheduler.max_staleness=")[1][:1]) for p in points}
+    assert named == {("1", "0"), ("1", "1"), ("5", "0"), ("5", "1")}, [p.name for p in points]
+    for point in points:
+        assert (point / ".hydra" / "config.yaml").is_file() and (point / ".hydra" / "overrides.yaml").is_file()
+        assert [row["step"] for row in metrics(point) if "reward/mean" in row] == [1]
+
+
+def check_compare(ws: Workspace, output: str) -> None:
+    assert (ws.produced("sweep") / "compare.png").stat().st_size > 10_000
+    # The table labels each run by the overrides that differ between them.
+    assert "trajectory.max_paths=1" in output and "scheduler.max_staleness=1" in output
+
+
+def check_sft(ws: Workspace, output: str) -> None:
+    assert (ws.path("sft") / "checkpoints" / "latest" / "config.json").is_file()
+
+
+def check_serve(ws: Workspace, output: str) -> None:
+    assert "key for execution" in output, output[-2000:]
+
+
+def check_eval(ws: Workspace, output: str) -> None:
+    summary = json.loads((ws.path("eval") / "eval.json").read_text())["summary"]
+    assert summary, "eval.json has an empty summary"
+
+
+def check_example_learning(ws: Workspace, output: str) -> None:
+    for name in ("eval_before", "eval_after"):
+        assert (ws.path("example_learning") / name / "eval.json").is_file(), f"no {name}/eval.json"
+
+
+def check_example_serve(ws: Workspace, output: str) -> None:
+    # Each agent CLI found on this machine made calls, recorded under its execution's key.
+    for cli, execution in (("claude", "serve-1"), ("codex", "serve-2")):
+        if shutil.which(cli):
+            assert f"{execution}.jsonl" in output, f"{cli} recorded no call:\n{output[-3000:]}"
+
+
+def check_example_sweep(ws: Workspace, output: str) -> None:
+    assert (ws.path("example_sweep") / "compare.png").is_file()
+
+
+def check_benchmark_json(ws: Workspace, command: str) -> None:
+    words = shlex.split(command)
+    result = json.loads(ws.path(Path(words[words.index("--out") + 1]).name).read_text())
+    assert isinstance(result, dict) and result, f"{command}: its --out file holds no results"
+
+
+CHECKS: dict[str, Callable[[Workspace, str], None]] = {
+    "python -m gyre.main +recipe=deepswe": check_main,
+    "python -m gyre.main +recipe=learn": check_learn,
+    "python benchmarks/learning.py --out learning.json --seeds 0 1 2": check_learning_benchmark,
+    "python -m gyre.main -m +recipe=nl2repo trajectory.max_paths=1,5 scheduler.max_staleness=0,1": check_sweep,
+    "python -m gyre.compare runs/sweep_<time>": check_compare,
+    "python -m gyre.sft data.records=[runs/<run>/records] model.path=small": check_sft,
+    "python -m gyre.serve model.path=/path/to/checkpoint proxy.port=8000": check_serve,
+    "python -m gyre.eval +recipe=deepswe model.path=/path/to/checkpoint eval.samples=4": check_eval,
+    "bash examples/learning_on_cpu/run.sh": check_example_learning,
+    "bash examples/serve_to_harnesses/run.sh runs/<run>/checkpoints/latest": check_example_serve,
+    "bash examples/sweep/run.sh": check_example_sweep,
+}
