@@ -130,6 +130,13 @@ def run_main(command: str, ws: Workspace) -> Invocation:
     return Invocation(as_written(command, append=[*SMALL_JOB, f"run_dir={ws.path('main')}"]))
 
 
+def run_schedulers(command: str, ws: Workspace) -> Invocation:
+    # Its kept runs are what sim_validation.py --runs reads next.
+    ws.outputs["scheduler_runs"] = ws.path("scheduler_runs")
+    return benchmark(command, ws, "--steps", "1", "--batch-size", "4", "--group-size", "2", "--max-turns", "1",
+                     "--cells", "2", "--rollout-cells", "1", "--keep", str(ws.path("scheduler_runs")))
+
+
 def checkpoint(ws: Workspace) -> str:
     return str(ws.produced("run") / "checkpoints" / "latest")
 
@@ -176,10 +183,7 @@ SMALLEST: dict[str, Callable[[str, Workspace], Invocation]] = {
     "python benchmarks/sim_speedups.py --out sim.json": lambda c, ws: benchmark(
         c, ws, "--presets", "deepswe_122b", "--steps", "2"),
     "python benchmarks/sim_grid.py --out grid.json": lambda c, ws: benchmark(c, ws, "--only", "cells_2"),
-    "python benchmarks/schedulers.py --out schedulers.json": lambda c, ws: (
-        ws.outputs.__setitem__("scheduler_runs", ws.path("scheduler_runs")) or benchmark(
-            c, ws, "--steps", "1", "--batch-size", "4", "--group-size", "2", "--max-turns", "1", "--cells", "2",
-            "--rollout-cells", "1", "--keep", str(ws.path("scheduler_runs")))),
+    "python benchmarks/schedulers.py --out schedulers.json": run_schedulers,
     "python benchmarks/sim_validation.py --out validation.json": lambda c, ws: benchmark(
         c, ws, "--runs", str(ws.produced("scheduler_runs")), "--sim-steps", "4", "--seeds", "1"),
     "python benchmarks/reliability.py --out reliability.json": lambda c, ws: benchmark(
