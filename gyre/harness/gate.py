@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import logging
 import os
@@ -107,6 +108,53 @@ def _run(coroutine: Coroutine[Any, Any, Any]) -> Any:
     return asyncio.run_coroutine_threadsafe(coroutine, _loop).result()
 
 
+FOLDER_PREFIX = "gyre-gate-"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # someone else's live process
+    return True
+
+
+def _pid_namespace() -> str:
+    """This process's PID namespace (pids of other namespaces, e.g. another container sharing /tmp, mean
+    nothing here)."""
+    try:
+        return str(os.stat("/proc/self/ns/pid").st_ino)
+    except OSError:
+        return "0"
+
+
+def _folder_prefix() -> str:
+    return f"{FOLDER_PREFIX}{_pid_namespace()}-{os.getpid()}-"
+
+
+def _remove_orphaned_folders(root: str) -> list[str]:
+    """Remove the gate folders in ``root`` left by processes of this PID namespace that are gone (a SIGKILLed
+    driver never closes its gates); returns their names."""
+    removed = []
+    namespace = _pid_namespace()
+    with contextlib.suppress(OSError):
+        for name in os.listdir(root):
+            parts = name[len(FOLDER_PREFIX):].split("-")
+            if not name.startswith(FOLDER_PREFIX) or len(parts) != 3 or parts[0] != namespace or not parts[1].isdigit():
+                continue
+            if not _alive(int(parts[1])):
+                shutil.rmtree(os.path.join(root, name), ignore_errors=True)
+                removed.append(name)
+    return removed
+
+
+@functools.cache
+def _remove_orphaned_folders_once() -> None:
+    _remove_orphaned_folders(tempfile.gettempdir())
+
+
 class GateServer:
     """Opens gates to one upstream proxy (``upstream_host:upstream_port``)."""
 
@@ -119,7 +167,11 @@ class GateServer:
 
     def open(self, key: str) -> Gate:
         """A fresh gate for the execution whose key is ``key`` (blocking; call from a worker thread)."""
-        folder = tempfile.mkdtemp(prefix="gyre-gate-")  # short: a socket path must fit in 108 bytes
+        _remove_orphaned_folders_once()
+        # Short (a socket path must fit in 108 bytes) and named by its process, so that the folders of a
+        # process killed before it could close its gates are found and removed later. mkdtemp's own part
+        # has no "-" (letters, digits, "_").
+        folder = tempfile.mkdtemp(prefix=_folder_prefix())
         gate = Gate(self, key, folder)
         try:
             gate._server = _run(asyncio.start_unix_server(gate._serve, path=gate.socket_path))

@@ -182,3 +182,38 @@ def test_closing_the_gate_removes_its_socket(server) -> None:
     with pytest.raises(OSError), socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
         sock.connect(path)
     server.proxy.close_execution(key)
+
+
+def test_folders_of_processes_that_are_gone_are_removed(tmp_path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    from gyre.harness.gate import _pid_namespace, _remove_orphaned_folders
+
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()  # its pid now names no process (a killed driver's folders look the same)
+    namespace = _pid_namespace()
+    orphaned = tmp_path / f"gyre-gate-{namespace}-{gone.pid}-abc123"
+    live = tmp_path / f"gyre-gate-{namespace}-{os.getpid()}-def456"
+    other_namespace = tmp_path / f"gyre-gate-1{namespace}-{gone.pid}-ghi789"  # another container's: left alone
+    unrelated = tmp_path / "gyre-gate-notapid"
+    for folder in (orphaned, live, other_namespace, unrelated):
+        folder.mkdir()
+    assert _remove_orphaned_folders(str(tmp_path)) == [orphaned.name]
+    assert not orphaned.exists() and live.exists() and other_namespace.exists() and unrelated.exists()
+
+
+def test_a_gate_folder_is_named_by_its_process(server) -> None:
+    import os
+
+    from gyre.harness.gate import _pid_namespace
+
+    key = server.proxy.open_execution(f"gate-name-{time.monotonic_ns()}")
+    opened = GateServer(*upstream_of(server.base_url)).open(key)
+    try:
+        name = os.path.basename(opened.folder)
+        assert name.startswith(f"gyre-gate-{_pid_namespace()}-{os.getpid()}-") and len(opened.socket_path) < 108
+    finally:
+        opened.close()
+        server.proxy.close_execution(key)
