@@ -199,8 +199,7 @@ def sweep_dirname(overrides: Any, limit: int = 240, swept: set[str] | None = Non
     else:
         swept = swept_keys() if swept is None else swept
         items = sorted(str(item) for item in overrides)
-        items = [item for item in items if item.split("=", 1)[0].lstrip("+~") in swept] + \
-                [item for item in items if item.split("=", 1)[0].lstrip("+~") not in swept]
+        items.sort(key=lambda item: item.split("=", 1)[0].lstrip("+~") not in swept)  # stable: swept first
     name = ",".join(items).replace("/", "_") or "default"
     if len(name.encode()) <= limit:
         return name
