@@ -20,8 +20,13 @@ setup(
     include_package_data=True,
     install_requires=requirements(),
     extras_require={
-        "test": ["pytest>=8", "pytest-timeout>=2.3", "anthropic>=0.40", "mini-swe-agent>=2.4"],
+        # The SDKs and the HTTP client are the tests' (and benchmarks/reliability.py's) clients of the proxy;
+        # gyre itself speaks HTTP with the standard library (the reference agent) and FastAPI/uvicorn.
+        "test": [
+            "pytest>=8", "pytest-timeout>=2.3", "openai>=1.50", "anthropic>=0.40", "httpx>=0.27",
+            "mini-swe-agent>=2.4",
+        ],
         "harnesses": ["mini-swe-agent>=2.4"],
-        "gpu": ["vllm>=0.11", "flash-attn>=2.7"],
+        "gpu": ["vllm>=0.11"],
     },
 )

@@ -85,7 +85,7 @@ class _ExitZero:
 
 
 class ReferenceHarness:
-    """`python -m gyre.harness.reference` (our agent), OpenAI chat API with the `openai` SDK."""
+    """`python -m gyre.harness.reference` (our agent): the OpenAI chat API over plain HTTP (standard library)."""
 
     name = "reference"
     uses_model = True
