@@ -44,6 +44,16 @@ def without_moved(section: Any, prefix: str, moved: dict[str, str]) -> dict[str,
     return values
 
 
+def without_removed(values: dict[str, Any], prefix: str, removed: dict[str, str]) -> dict[str, Any]:
+    """``values`` without the keys that were removed (each kept in its old yaml as null, like moved keys);
+    a value set for one is an error naming the key and saying what to use instead (``removed[key]``)."""
+    values = dict(values)
+    for key, instead in removed.items():
+        if values.pop(key, None) is not None:
+            raise ConfigError(f"{prefix}.{key} was removed: {instead}")
+    return values
+
+
 def build(cls: type[T], section: Any, prefix: str, **overrides: Any) -> T:
     """``cls(**section)`` with every key known and every value of the annotated type."""
     values = dict(to_plain(section) or {})

@@ -64,7 +64,8 @@ class Serving:
             make_engine_from_config(rollout, model_path=model_path, engine_id=f"cell-{index}") for index in range(cfg.eval.cells)
         ]
         config = ProxyConfig.from_mapping({**plain(cfg.proxy), "run_dir": str(run_dir / "proxy")})
-        self.server = ProxyServer(build_proxy(load_tokenizer(model_path), self.engines, config)).start()
+        proxy = build_proxy(load_tokenizer(model_path), self.engines, config, call_capacity=int(cfg.eval.call_capacity))
+        self.server = ProxyServer(proxy).start()
 
     def close(self) -> None:
         self.server.stop()

@@ -53,7 +53,7 @@ def serve(cfg: DictConfig) -> None:
     config = ProxyConfig.from_mapping(OmegaConf.to_container(cfg.proxy, resolve=True))  # type: ignore[arg-type]
     rollout = OmegaConf.to_container(cfg.rollout, resolve=True)
     engines = make_engines(str(cfg.model.path), rollout)  # type: ignore[arg-type]
-    proxy = build_proxy(load_tokenizer(str(cfg.model.path)), engines, config)
+    proxy = build_proxy(load_tokenizer(str(cfg.model.path)), engines, config, call_capacity=int(cfg.serve.call_capacity))
     server = ProxyServer(proxy).start()
     names = [cfg.serve.execution_id] + [f"{cfg.serve.execution_id}-{i}" for i in range(1, int(cfg.serve.executions))]
     keys = {name: proxy.open_execution(name) for name in names}

@@ -6,6 +6,18 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from gyre.chat.roles import DEFAULT_SUMMARY_PATTERN
+from gyre.config import without_removed
+
+# Keys that left the proxy group (kept in conf/proxy/default.yaml as null): a value set for one fails
+# saying what to use instead. The router's limits per cell are set by whoever makes the cells, beside
+# their number; training's cluster never read these two.
+REMOVED = {
+    "cell_capacity": "the calls in flight per rollout cell are set beside the number of cells: "
+    "cluster.call_capacity (gyre.main), serve.call_capacity (gyre.serve), eval.call_capacity (gyre.eval)",
+    "max_sessions_per_cell": "no entry point limits executions per cell through the proxy; bound concurrent "
+    "executions with cluster.capacity (gyre.main, per rollout cell), harness.concurrency (gyre.eval) "
+    "or serve.executions (gyre.serve)",
+}
 
 
 @dataclass
@@ -16,8 +28,6 @@ class ProxyConfig:
     served_model_name: str = "gyre"
     queue_timeout_s: float = 30.0
     retry_after_s: float = 1.0
-    cell_capacity: int = 64
-    max_sessions_per_cell: int | None = None
     max_body_bytes: int = 32 * 1024 * 1024
     context_window: int | None = None
     default_max_tokens: int | None = None
@@ -38,8 +48,6 @@ class ProxyConfig:
             "queue_timeout_s": self.queue_timeout_s >= 0,
             "retry_after_s": self.retry_after_s > 0,
             "fsync_interval_s": self.fsync_interval_s >= 0,
-            "cell_capacity": self.cell_capacity >= 1,
-            "max_sessions_per_cell": self.max_sessions_per_cell is None or self.max_sessions_per_cell >= 1,
             "max_body_bytes": self.max_body_bytes >= 1024,
             "context_window": self.context_window is None or self.context_window >= 2,
             "default_max_tokens": self.default_max_tokens is None or self.default_max_tokens >= 1,
@@ -55,7 +63,8 @@ class ProxyConfig:
 
     @classmethod
     def from_mapping(cls, data: dict[str, Any]) -> ProxyConfig:
-        """Build from a plain mapping (a Hydra node); unknown keys fail loudly, naming them."""
+        """Build from a plain mapping (a Hydra node); unknown and removed keys fail loudly, naming them."""
+        data = without_removed(data, "proxy", REMOVED)
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(data) - known)
         if unknown:

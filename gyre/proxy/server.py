@@ -26,12 +26,22 @@ from gyre.rollout.base import RolloutEngine
 T = TypeVar("T")
 
 
-def build_proxy(tokenizer: Any, engines: Sequence[RolloutEngine], config: ProxyConfig, *, cell_ids: Sequence[str] | None = None) -> Proxy:
-    """A proxy over one cell per engine (cells ``cell-0``, ``cell-1``, ... unless ``cell_ids`` names them)."""
+def build_proxy(
+    tokenizer: Any,
+    engines: Sequence[RolloutEngine],
+    config: ProxyConfig,
+    *,
+    cell_ids: Sequence[str] | None = None,
+    call_capacity: int = 64,
+) -> Proxy:
+    """A proxy over one cell per engine (cells ``cell-0``, ``cell-1``, ... unless ``cell_ids`` names them),
+    each taking at most ``call_capacity`` calls in flight (more wait, bounded by ``queue_timeout_s``)."""
     ids = list(cell_ids) if cell_ids is not None else [f"cell-{i}" for i in range(len(engines))]
     if len(ids) != len(engines):
         raise ValueError(f"{len(engines)} engines but {len(ids)} cell ids")
-    cells = [Cell(cell_id, engine, capacity=config.cell_capacity, max_sessions=config.max_sessions_per_cell) for cell_id, engine in zip(ids, engines)]
+    if call_capacity < 1:
+        raise ValueError(f"call_capacity must be >= 1, got {call_capacity}")
+    cells = [Cell(cell_id, engine, capacity=call_capacity) for cell_id, engine in zip(ids, engines)]
     router = Router(cells, queue_timeout_s=config.queue_timeout_s, retry_after_s=config.retry_after_s)
     return Proxy(ChatTemplate(tokenizer), router, config)
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import Enum
 
 VersionCounts = tuple[tuple[int, int], ...]  # (policy version, executions) pairs, ascending by version
@@ -136,7 +136,6 @@ class SchedulerConfig:
     # the most policy versions a trained execution may lag behind the trainer
     stale_policy: str = "keep"  # keep: train every execution, IS-corrected in the loss | drop: discard staler ones
     rollout_cells: int = 2  # async only: fixed number of rollout cells
-    extra: dict = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.batch_size < 1:

@@ -30,3 +30,9 @@ def test_the_old_trainer_keys_fail_naming_the_new_ones(key, value):
     with pytest.raises(ConfigError, match=rf"trainer.{key} moved to scheduler.{key}"):
         loop_config(cfg)
     assert loop_config(composed()).total_steps >= 1  # left alone, the trainer section builds
+
+
+def test_the_removed_extra_key_fails_naming_it():
+    cfg = composed("+scheduler.extra.a=1")
+    with pytest.raises(ConfigError, match=r"scheduler\.extra: unknown key"):
+        build(SchedulerConfig, cfg.scheduler, "scheduler")
