@@ -3,12 +3,11 @@
 from gyre.proxy.config import ProxyConfig
 from gyre.proxy.errors import ProxyError
 from gyre.proxy.recorder import RecordWriter
-from gyre.proxy.router import Cell, DrainReport, OverloadedError, Router
+from gyre.proxy.router import DrainReport, OverloadedError, RoutedCell, Router
 from gyre.proxy.service import CallResult, GenOptions, Proxy
 
 __all__ = [
     "CallResult",
-    "Cell",
     "DrainReport",
     "GenOptions",
     "OverloadedError",
@@ -16,5 +15,6 @@ __all__ = [
     "ProxyConfig",
     "ProxyError",
     "RecordWriter",
+    "RoutedCell",
     "Router",
 ]

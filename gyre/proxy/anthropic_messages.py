@@ -28,7 +28,7 @@ from typing import Any
 
 from gyre.chat import Conversation, Message, Tool, ToolCall
 from gyre.proxy.errors import ProxyError, bad_request
-from gyre.proxy.executions import Execution
+from gyre.proxy.executions import OpenExecution
 from gyre.proxy.service import CallResult, GenOptions, PreparedCall, Proxy
 from gyre.proxy.sse import chunks, named_event, run_streaming
 from gyre.proxy.validate import (
@@ -191,7 +191,7 @@ class Messages:
     def __init__(self, proxy: Proxy) -> None:
         self.proxy = proxy
 
-    def prepare(self, execution: Execution, body: dict[str, Any], agent: str | None) -> tuple[PreparedCall, dict[str, Any]]:
+    def prepare(self, execution: OpenExecution, body: dict[str, Any], agent: str | None) -> tuple[PreparedCall, dict[str, Any]]:
         if body.get("top_k") is not None:
             raise bad_request("top_k: not supported (the engine samples with temperature and top_p only)", "top_k")
         stop = get_list(body, "stop_sequences")

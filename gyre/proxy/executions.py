@@ -17,7 +17,11 @@ from gyre.proxy.recorder import check_execution_id
 
 
 @dataclass(eq=False)
-class Execution:
+class OpenExecution:
+    """An execution while its API key is open: the proxy's per-execution chat state (its prompt builder and
+    agent-role classifier) and call counters. Not ``gyre.protocol.Execution``, the finished execution
+    with its calls and reward that the trajectory processor trains on."""
+
     execution_id: str
     key: str
     builder: PromptBuilder
@@ -37,8 +41,8 @@ class ExecutionRegistry:
         self.template = template
         self.history_calls = history_calls
         self.summary_pattern = summary_pattern
-        self._by_key: dict[str, Execution] = {}
-        self._by_id: dict[str, Execution] = {}
+        self._by_key: dict[str, OpenExecution] = {}
+        self._by_id: dict[str, OpenExecution] = {}
 
     def open(self, execution_id: str) -> str:
         """A fresh API key naming ``execution_id`` (which must not be open already)."""
@@ -46,7 +50,7 @@ class ExecutionRegistry:
         if execution_id in self._by_id:
             raise ValueError(f"execution {execution_id!r} is already open; close it first")
         key = f"gyre-{secrets.token_urlsafe(24)}"
-        execution = Execution(
+        execution = OpenExecution(
             execution_id,
             key,
             PromptBuilder(self.template, max_calls=self.history_calls),
@@ -56,14 +60,14 @@ class ExecutionRegistry:
         self._by_id[execution_id] = execution
         return key
 
-    def close(self, key: str) -> Execution:
+    def close(self, key: str) -> OpenExecution:
         execution = self._by_key.pop(key, None)
         if execution is None:
             raise KeyError(f"no open execution has key {mask_key(key)}")
         del self._by_id[execution.execution_id]
         return execution
 
-    def get(self, key: str | None) -> Execution:
+    def get(self, key: str | None) -> OpenExecution:
         """The execution for a request's key; a 401 naming the problem otherwise."""
         if not key:
             raise ProxyError(
@@ -76,7 +80,7 @@ class ExecutionRegistry:
             raise ProxyError("authentication", f"invalid API key {mask_key(key)}: no open execution has it (ended or unknown)")
         return execution
 
-    def by_id(self, execution_id: str) -> Execution | None:
+    def by_id(self, execution_id: str) -> OpenExecution | None:
         return self._by_id.get(execution_id)
 
     def __len__(self) -> int:

@@ -21,7 +21,7 @@ from typing import Any
 
 from gyre.chat import Conversation, Message, Tool, ToolCall
 from gyre.proxy.errors import ProxyError, bad_request
-from gyre.proxy.executions import Execution
+from gyre.proxy.executions import OpenExecution
 from gyre.proxy.service import CallResult, GenOptions, PreparedCall, Proxy
 from gyre.proxy.sse import chunks, data_event, run_streaming
 from gyre.proxy.validate import (
@@ -186,7 +186,7 @@ class ChatCompletions:
     def __init__(self, proxy: Proxy) -> None:
         self.proxy = proxy
 
-    def prepare(self, execution: Execution, body: dict[str, Any], agent: str | None) -> tuple[PreparedCall, dict[str, Any]]:
+    def prepare(self, execution: OpenExecution, body: dict[str, Any], agent: str | None) -> tuple[PreparedCall, dict[str, Any]]:
         refuse_unsupported(body)
         options = sampling_options(body, "openai.chat", max_tokens_keys=("max_tokens", "max_completion_tokens"))
         tools = parse_tools(body)

@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from gyre.proxy.errors import ProxyError, bad_request
-from gyre.proxy.executions import Execution
+from gyre.proxy.executions import OpenExecution
 from gyre.proxy.openai_chat import (
     OPENAI_FINISH,
     refuse_unsupported,
@@ -47,7 +47,7 @@ class Completions:
     def __init__(self, proxy: Proxy) -> None:
         self.proxy = proxy
 
-    def prepare(self, execution: Execution, body: dict[str, Any], agent: str | None) -> tuple[PreparedCall, dict[str, Any]]:
+    def prepare(self, execution: OpenExecution, body: dict[str, Any], agent: str | None) -> tuple[PreparedCall, dict[str, Any]]:
         refuse_unsupported(body)
         options = sampling_options(body, "openai.completions", max_tokens_keys=("max_tokens",))
         if options.max_tokens is None:

@@ -26,7 +26,7 @@ from typing import Any
 
 from gyre.chat import Conversation, Message, Tool, ToolCall
 from gyre.proxy.errors import ProxyError, bad_request
-from gyre.proxy.executions import Execution
+from gyre.proxy.executions import OpenExecution
 from gyre.proxy.openai_chat import refuse_unsupported, tool_choice_allows_calls
 from gyre.proxy.service import CallResult, GenOptions, PreparedCall, Proxy
 from gyre.proxy.sse import chunks, named_event, run_streaming
@@ -148,7 +148,7 @@ class Responses:
     def __init__(self, proxy: Proxy) -> None:
         self.proxy = proxy
 
-    def prepare(self, execution: Execution, body: dict[str, Any], agent: str | None) -> tuple[PreparedCall, dict[str, Any]]:
+    def prepare(self, execution: OpenExecution, body: dict[str, Any], agent: str | None) -> tuple[PreparedCall, dict[str, Any]]:
         refuse_unsupported(body)
         if body.get("previous_response_id"):
             raise bad_request(

@@ -65,8 +65,10 @@ class _Attempt:
 
 
 @dataclass(eq=False)
-class Cell:
-    """A rollout cell as the router sees it: an engine, limits and live counters."""
+class RoutedCell:
+    """A rollout cell as the router sees it: an engine, limits and live counters. Not the cell of ``gyre.cells``
+    (the Ray actor that owns the engine and switches role); the cluster routes to such a cell by adding one
+    of these over its engine."""
 
     cell_id: str
     engine: RolloutEngine
@@ -109,11 +111,11 @@ class DrainReport:
 
 
 class Router:
-    def __init__(self, cells: list[Cell] | None = None, *, queue_timeout_s: float = 30.0, retry_after_s: float = 1.0) -> None:
-        self.cells: dict[str, Cell] = {}
+    def __init__(self, cells: list[RoutedCell] | None = None, *, queue_timeout_s: float = 30.0, retry_after_s: float = 1.0) -> None:
+        self.cells: dict[str, RoutedCell] = {}
         self.queue_timeout_s = queue_timeout_s
         self.retry_after_s = retry_after_s
-        self._affinity: dict[str, Cell] = {}
+        self._affinity: dict[str, RoutedCell] = {}
         self._sessions: dict[str, set[str]] = {}  # execution -> engine session ids it used on its cell
         self._moving: dict[str, asyncio.Event] = {}
         self._changed = asyncio.Event()
@@ -123,13 +125,13 @@ class Router:
 
     # ------------------------------------------------------------------ membership
 
-    def add_cell(self, cell: Cell) -> None:
+    def add_cell(self, cell: RoutedCell) -> None:
         if cell.cell_id in self.cells:
             raise ValueError(f"cell {cell.cell_id!r} is already routed to")
         self.cells[cell.cell_id] = cell
         self._notify()
 
-    async def remove_cell(self, cell_id: str) -> Cell:
+    async def remove_cell(self, cell_id: str) -> RoutedCell:
         """Drain ``cell_id`` (moving its executions) and stop routing to it; the caller owns its engine."""
         cell = self._cell(cell_id)
         await self.drain(cell_id)
@@ -225,7 +227,7 @@ class Router:
         """
         return (await self._acquire(execution_id)).cell_id
 
-    async def _acquire(self, execution_id: str) -> Cell:
+    async def _acquire(self, execution_id: str) -> RoutedCell:
         """The cell for this execution's next call, once it has room; ``OverloadedError`` after the timeout."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.queue_timeout_s
@@ -243,7 +245,7 @@ class Router:
             except TimeoutError:
                 pass
 
-    def _place(self, execution_id: str) -> Cell | None:
+    def _place(self, execution_id: str) -> RoutedCell | None:
         if execution_id in self._moving:
             return None
         cell = self._affinity.get(execution_id)
@@ -276,7 +278,7 @@ class Router:
         self._changed.set()
         self._changed = asyncio.Event()
 
-    def _cell(self, cell_id: str) -> Cell:
+    def _cell(self, cell_id: str) -> RoutedCell:
         try:
             return self.cells[cell_id]
         except KeyError:
@@ -316,11 +318,11 @@ class Router:
         self._notify()
         return report
 
-    def _least_loaded(self, exclude: Cell) -> Cell | None:
+    def _least_loaded(self, exclude: RoutedCell) -> RoutedCell | None:
         active = [c for c in self.cells.values() if c is not exclude and not c.draining]
         return min(active, key=lambda c: (c.inflight + len(c.executions), c.cell_id)) if active else None
 
-    async def _move(self, execution_id: str, source: Cell, dest: Cell | None, report: DrainReport, retry_s: float) -> None:
+    async def _move(self, execution_id: str, source: RoutedCell, dest: RoutedCell | None, report: DrainReport, retry_s: float) -> None:
         moving = self._moving[execution_id]
         retry_prompts: dict[str, list[int]] = {}
         asked: list[_Attempt] = []

@@ -19,7 +19,7 @@ import uvicorn
 from gyre.chat import ChatTemplate
 from gyre.proxy.app import build_app
 from gyre.proxy.config import ProxyConfig
-from gyre.proxy.router import Cell, Router
+from gyre.proxy.router import RoutedCell, Router
 from gyre.proxy.service import Proxy
 from gyre.rollout.base import RolloutEngine
 
@@ -41,7 +41,7 @@ def build_proxy(
         raise ValueError(f"{len(engines)} engines but {len(ids)} cell ids")
     if call_capacity < 1:
         raise ValueError(f"call_capacity must be >= 1, got {call_capacity}")
-    cells = [Cell(cell_id, engine, capacity=call_capacity) for cell_id, engine in zip(ids, engines)]
+    cells = [RoutedCell(cell_id, engine, capacity=call_capacity) for cell_id, engine in zip(ids, engines)]
     router = Router(cells, queue_timeout_s=config.queue_timeout_s, retry_after_s=config.retry_after_s)
     return Proxy(ChatTemplate(tokenizer), router, config)
 

@@ -37,7 +37,7 @@ from gyre.chat import (
 from gyre.protocol import AGENT_ROLES, CallRecord
 from gyre.proxy.config import ProxyConfig
 from gyre.proxy.errors import ProxyError, bad_request
-from gyre.proxy.executions import Execution, ExecutionRegistry
+from gyre.proxy.executions import ExecutionRegistry, OpenExecution
 from gyre.proxy.recorder import RecordWriter
 from gyre.proxy.router import OverloadedError, Router
 from gyre.rollout.base import PromptTooLongError, SamplingError, SamplingParams
@@ -61,7 +61,7 @@ class GenOptions:
 
 @dataclass
 class PreparedCall:
-    execution: Execution
+    execution: OpenExecution
     call_id: str
     options: GenOptions
     tag: AgentTag
@@ -135,7 +135,7 @@ class Proxy:
 
     # ------------------------------------------------------------------ step 1: prepare
 
-    def prepare_chat(self, execution: Execution, conversation: Conversation, options: GenOptions, agent_header: str | None) -> PreparedCall:
+    def prepare_chat(self, execution: OpenExecution, conversation: Conversation, options: GenOptions, agent_header: str | None) -> PreparedCall:
         try:
             tag = execution.roles.classify(conversation, agent_header)
         except AgentHeaderError as error:
@@ -146,7 +146,7 @@ class Proxy:
             raise bad_request(str(error), "messages") from error
         return self._prepare(execution, options, tag, plan.tokens, plan)
 
-    def prepare_completion(self, execution: Execution, prompt_ids: list[int], options: GenOptions, agent_header: str | None) -> PreparedCall:
+    def prepare_completion(self, execution: OpenExecution, prompt_ids: list[int], options: GenOptions, agent_header: str | None) -> PreparedCall:
         role = (agent_header or "main").strip().lower()
         if role not in AGENT_ROLES:
             raise bad_request(f"header x-gyre-agent: {agent_header!r} is not one of {AGENT_ROLES}", "x-gyre-agent")
@@ -161,7 +161,7 @@ class Proxy:
             raise bad_request(str(error), "messages") from error
 
     def _prepare(
-        self, execution: Execution, options: GenOptions, tag: AgentTag, prompt_ids: Sequence[int],
+        self, execution: OpenExecution, options: GenOptions, tag: AgentTag, prompt_ids: Sequence[int],
         plan: PromptPlan | None,
     ) -> PreparedCall:
         budget = self._budget(options, len(prompt_ids))

@@ -10,7 +10,7 @@ from typing import Any
 import httpx
 import pytest
 
-from gyre.proxy.router import Cell, OverloadedError, Router, _Attempt
+from gyre.proxy.router import OverloadedError, RoutedCell, Router, _Attempt
 
 
 class PlacementOnly:
@@ -20,11 +20,11 @@ class PlacementOnly:
 
 
 def router_with(*capacities: int, max_sessions: int | None = None, timeout: float = 0.05) -> Router:
-    cells = [Cell(f"c{i}", PlacementOnly(), capacity=c, max_sessions=max_sessions) for i, c in enumerate(capacities)]  # type: ignore[arg-type]
+    cells = [RoutedCell(f"c{i}", PlacementOnly(), capacity=c, max_sessions=max_sessions) for i, c in enumerate(capacities)]  # type: ignore[arg-type]
     return Router(cells, queue_timeout_s=timeout, retry_after_s=2.0)
 
 
-def occupy(cell: Cell, execution_id: str, n: int = 1) -> None:
+def occupy(cell: RoutedCell, execution_id: str, n: int = 1) -> None:
     for _ in range(n):
         cell.attempts.add(_Attempt(execution_id, f"{execution_id}/0", [1]))
 
