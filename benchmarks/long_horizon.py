@@ -297,7 +297,7 @@ def train_worker(args: argparse.Namespace) -> None:
 
     from gyre.algo.losses import LossConfig
     from gyre.models import load_model
-    from gyre.trainer.step import StepConfig, microbatch_backward
+    from gyre.replica.step import StepConfig, microbatch_backward
     from gyre.trajectory import pack_trees
 
     torch.set_num_threads(1)

@@ -26,7 +26,7 @@ from gyre.algo.advantages import compute_advantages
 from gyre.algo.losses import LossConfig
 from gyre.models import load_model
 from gyre.trainer.per_path import expand_paths, path_backward
-from gyre.trainer.step import StepConfig, microbatch_backward
+from gyre.replica.step import StepConfig, microbatch_backward
 from gyre.trajectory import (
     assign_loss_weights,
     build_tree,

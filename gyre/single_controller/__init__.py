@@ -1,0 +1,8 @@
+"""The single controller: worker groups whose methods declare how a group call is dispatched and collected.
+Knows nothing about RL."""
+
+from gyre.single_controller.dispatch import Collect, Dispatch, register, split_evenly
+from gyre.single_controller.stream import StreamCall
+from gyre.single_controller.worker_group import GroupCall, WorkerGroup
+
+__all__ = ["Collect", "Dispatch", "GroupCall", "StreamCall", "WorkerGroup", "register", "split_evenly"]

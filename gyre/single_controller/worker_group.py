@@ -1,107 +1,160 @@
-"""A set of Ray actors called as one: ``group.method(...)`` fans out to every member.
+"""Workers called as one: ``group.method(...)`` reaches the members as ``method`` declares (``dispatch``).
 
-Membership changes at any time (``add`` / ``remove``); a call already issued keeps the members it was issued
-to, so removing a member mid-call neither cancels nor loses its result. Dispatch helpers split a batch
-across the members and gather the results in order. Knows nothing about RL.
+Members are Ray actor handles (called with ``.remote``) or local objects whose methods return awaitables
+(a group of groups: a cell is a group over its ranks, and the trainer is a group over cells). Membership
+changes at any time (``add`` / ``remove``).
+
+A call is issued when the method is called and awaited for its collected result (``await group.m(x)``;
+``.get()`` blocks, outside an event loop, for Ray members). A call already issued keeps the members it was
+issued to, so removing a member mid-call neither cancels nor loses its result; a ``STREAM`` call instead
+follows the membership as it changes (``release`` waits for a departed member's items). Knows nothing
+about RL.
 """
 
 from __future__ import annotations
 
 import asyncio
+import inspect
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import ray
 
+from gyre.single_controller.dispatch import Collect, Dispatch, arguments, collect, mode_of
+from gyre.single_controller.stream import StreamCall
+
+
+class GroupCall:
+    """A non-streaming group call in flight: await it for the collected result."""
+
+    def __init__(self, pending: list[Any], how: Collect):
+        self.pending, self.how = pending, how
+
+    def __await__(self):
+        return self._wait().__await__()
+
+    async def _wait(self) -> Any:
+        return collect(self.how, list(await asyncio.gather(*self.pending)))
+
+    def get(self, timeout: float | None = None) -> Any:
+        """Block for the result (Ray members only; not from inside an event loop)."""
+        return collect(self.how, ray.get(self.pending, timeout=timeout))
+
 
 class WorkerGroup:
-    def __init__(self, name: str, members: Sequence[Any] = ()):
-        self.name = name
+    def __init__(self, name: str, worker_cls: type, members: Sequence[Any] | Mapping[str, Any] = ()):
+        """``members``: a list (keyed by actor id) or a mapping id -> member. ``worker_cls`` declares the
+        dispatch mode of each method a group call may use (``@register``)."""
+        self.name, self.worker_cls = name, worker_cls
         self._members: dict[str, Any] = {}
         self._lock = threading.Lock()
+        self._streams: list[StreamCall] = []
         self.version = 0  # bumped on every membership change
-        for member in members:
-            self.add(member)
-
-    # Membership -------------------------------------------------------------------------------------
+        items = members.items() if isinstance(members, Mapping) else ((self.member_id(m), m) for m in members)
+        for member_id, member in items:
+            self.add(member, member_id)
 
     @staticmethod
     def member_id(member: Any) -> str:
-        return member._actor_id.hex()
+        actor_id = getattr(member, "_actor_id", None)
+        return actor_id.hex() if actor_id is not None else str(id(member))
 
-    def add(self, member: Any, member_id: str | None = None) -> None:
-        with self._lock:
-            key = member_id or self.member_id(member)
-            if key in self._members:
-                raise ValueError(f"worker group {self.name!r}: {key} is already a member")
-            self._members[key] = member
-            self.version += 1
+    # Membership -------------------------------------------------------------------------------------
 
-    def remove(self, member_or_id: Any) -> Any:
-        key = member_or_id if isinstance(member_or_id, str) else self.member_id(member_or_id)
-        with self._lock:
-            if key not in self._members:
-                raise KeyError(f"worker group {self.name!r}: {key} is not a member")
-            self.version += 1
-            return self._members.pop(key)
-
-    @property
-    def members(self) -> list[Any]:
-        with self._lock:
-            return list(self._members.values())
+    def _key(self, member_or_id: Any) -> str:
+        return member_or_id if isinstance(member_or_id, str) else self.member_id(member_or_id)
 
     @property
     def ids(self) -> list[str]:
         with self._lock:
             return list(self._members)
 
+    @property
+    def members(self) -> list[Any]:
+        with self._lock:
+            return list(self._members.values())
+
+    def items(self) -> list[tuple[str, Any]]:
+        with self._lock:
+            return list(self._members.items())
+
     def __len__(self) -> int:
         return len(self._members)
 
     def __contains__(self, member_or_id: Any) -> bool:
-        key = member_or_id if isinstance(member_or_id, str) else self.member_id(member_or_id)
-        return key in self._members
+        return self._key(member_or_id) in self._members
+
+    def add(self, member: Any, member_id: str | None = None) -> None:
+        key = member_id or self.member_id(member)
+        with self._lock:
+            if key in self._members:
+                raise ValueError(f"worker group {self.name!r}: {key} is already a member")
+            self._members[key] = member
+            self.version += 1
+        self._membership_changed()
+
+    def remove(self, member_or_id: Any) -> Any:
+        key = self._key(member_or_id)
+        with self._lock:
+            if key not in self._members:
+                raise KeyError(f"worker group {self.name!r}: {key} is not a member")
+            self.version += 1
+            member = self._members.pop(key)
+        self._membership_changed()
+        return member
+
+    async def release(self, member_ids: Sequence[str]) -> None:
+        """Wait until the given (departed) members hold no item of any streaming call of this group."""
+        await asyncio.gather(*[call.release(m) for call in self.streams for m in member_ids])
+
+    @property
+    def streams(self) -> list[StreamCall]:
+        """This group's streaming calls still running."""
+        self._streams = [call for call in self._streams if not call.done]
+        return list(self._streams)
+
+    def _membership_changed(self) -> None:
+        for call in self.streams:
+            call.changed()
 
     # Calls ------------------------------------------------------------------------------------------
 
-    def __getattr__(self, method: str) -> Callable[..., list[Any]]:
+    def __getattr__(self, method: str) -> Callable[..., Any]:
         if method.startswith("_"):
             raise AttributeError(method)
+        dispatch, how = mode_of(self.worker_cls, method)
 
-        def fan_out(*args: Any, **kwargs: Any) -> list[Any]:
-            """Call ``method`` on every current member; returns their ObjectRefs in member order."""
-            return [getattr(member, method).remote(*args, **kwargs) for member in self.members]
+        def call(*args: Any, **kwargs: Any) -> GroupCall | StreamCall:
+            if dispatch == Dispatch.STREAM:
+                return self._stream(method, list(args[0]), args[1:], kwargs)
+            members = self.members
+            if not members:
+                raise RuntimeError(f"worker group {self.name!r} has no members to call {method} on")
+            each = arguments(dispatch, len(members), args, kwargs)
+            return GroupCall([_invoke(member, method, a, k) for member, (a, k) in zip(members, each)], how)
 
-        return fan_out
+        call.__name__ = method
+        return call
 
-    def call(self, method: str, *args: Any, timeout: float | None = None, **kwargs: Any) -> list[Any]:
-        """Fan out and wait for every result."""
-        return ray.get(getattr(self, method)(*args, **kwargs), timeout=timeout)
-
-    async def acall(self, method: str, *args: Any, **kwargs: Any) -> list[Any]:
-        return list(await asyncio.gather(*getattr(self, method)(*args, **kwargs)))
-
-    def dispatch_split(self, method: str, items: Sequence[Any], *, timeout: float | None = None) -> list[Any]:
-        """Split ``items`` into contiguous chunks, one per member, call ``method(chunk)`` on each, and
-        return the per-item results in the original order (each member returns a list per chunk)."""
-        members = self.members
-        if not members:
-            raise RuntimeError(f"worker group {self.name!r} has no members to dispatch to")
-        chunks = split_evenly(list(items), len(members))
-        refs = [getattr(member, method).remote(chunk) for member, chunk in zip(members, chunks) if chunk]
-        results: list[Any] = []
-        for part in ray.get(refs, timeout=timeout):
-            results.extend(part)
-        return results
+    def _stream(self, method: str, items: list[Any], args: tuple, kwargs: dict) -> StreamCall:
+        stream = StreamCall(items, self.items,
+                            lambda member, part: _awaitable(_invoke(member, method, (part, *args), kwargs)))
+        self._streams.append(stream)
+        return stream
 
 
-def split_evenly(items: list[Any], parts: int) -> list[list[Any]]:
-    """Contiguous chunks whose sizes differ by at most one."""
-    size, extra = divmod(len(items), parts)
-    chunks, start = [], 0
-    for index in range(parts):
-        end = start + size + (1 if index < extra else 0)
-        chunks.append(items[start:end])
-        start = end
-    return chunks
+def _invoke(member: Any, method: str, args: tuple, kwargs: dict) -> Any:
+    """Start ``member.method(*args, **kwargs)`` now; returns something awaitable (an ObjectRef, a task)."""
+    if isinstance(member, ray.actor.ActorHandle):
+        return getattr(member, method).remote(*args, **kwargs)
+    result = getattr(member, method)(*args, **kwargs)
+    if inspect.isawaitable(result):
+        return asyncio.ensure_future(result)
+    done = asyncio.get_running_loop().create_future()
+    done.set_result(result)
+    return done
+
+
+async def _awaitable(pending: Any) -> Any:
+    return await pending

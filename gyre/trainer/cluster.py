@@ -1,5 +1,12 @@
-"""The driver's handle on the cells: Ray actors, their roles, the rollout and trainer worker groups, role
-switches (with the router's drain), streaming training steps and weight sync.
+"""The driver's handle on the cells: their roles, the rollout and trainer worker groups, role switches
+(with the router's drain), streaming training steps and weight sync.
+
+A cell is ``cluster.ranks_per_cell`` Ray actors (``gyre.cells.Cell``) holding one training replica, FSDP2
+sharded over them when there are several. The trainer is a worker group over cells: a step is one streaming
+group call (``trainer.train(batches)``) that cells joining mid-step start pulling from at once. Weights and
+gradients move between cells shard to shard (``gyre.replica.transfer``), in groups that belong to a
+membership epoch: every bulk switch starts one, and each rank ends its groups of older epochs, so live
+process groups stay bounded however many switches a run makes.
 
 Everything here applies decisions; none of it makes them (that is ``gyre.scheduler``).
 """
@@ -7,7 +14,6 @@ Everything here applies decisions; none of it makes them (that is ``gyre.schedul
 from __future__ import annotations
 
 import asyncio
-import itertools
 import logging
 import time
 from dataclasses import dataclass, field
@@ -15,15 +21,15 @@ from typing import Any
 
 import ray
 
-from gyre.cells.cell import Cell, CellConfig
+from gyre.cells.cell import Cell
+from gyre.cells.config import CellConfig
 from gyre.cells.remote import RemoteEngine
 from gyre.cells.roles import RoleMachine
 from gyre.protocol import PackedBatch
+from gyre.replica.step import reduce_stats
+from gyre.replica.transfer import Transfer, host_store
 from gyre.scheduler.state import CellView, Role
-from gyre.single_controller.worker_group import WorkerGroup
-from gyre.trainer.distributed import GroupSpec, host_store
-from gyre.trainer.step import reduce_stats
-from gyre.trainer.streaming import StreamingStep
+from gyre.single_controller import StreamCall, WorkerGroup
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +43,7 @@ class ClusterConfig:
     host: str = "127.0.0.1"
     cpus_per_cell: float = 0.5
     gpus_per_cell: float = 0.0
+    ranks_per_cell: int = 1  # processes per cell; > 1 shards each training replica over them (FSDP2)
     cell: dict[str, Any] = field(default_factory=dict)  # CellConfig fields shared by every cell
 
 
@@ -51,22 +58,21 @@ class Cluster:
         self.router = router
         self.on_router_loop = on_router_loop or (lambda coroutine: coroutine)
         self.store, self.port = host_store(cfg.host)
-        self._versions = itertools.count(1)
-        actor_cls = ray.remote(num_cpus=cfg.cpus_per_cell, num_gpus=cfg.gpus_per_cell)(Cell)
+        self.epoch = 0  # membership epoch: every bulk switch starts one (transfer groups belong to it)
         self.ids = [f"cell{i}" for i in range(cfg.cells)]
         self.core_id = self.ids[0]
-        self.actors = {
-            cell_id: actor_cls.options(name=None, max_concurrency=64).remote(
-                CellConfig(cell_id=cell_id, is_core=cell_id == self.core_id, **cfg.cell)
-            )
+        self.cells = {
+            cell_id: Cell(CellConfig(cell_id=cell_id, is_core=cell_id == self.core_id, ranks=cfg.ranks_per_cell,
+                                     **cfg.cell),
+                          (cfg.host, self.port), cpus=cfg.cpus_per_cell, gpus=cfg.gpus_per_cell, backend=cfg.backend)
             for cell_id in self.ids
         }
-        ray.get([actor.ping.remote() for actor in self.actors.values()])
+        ray.get([ref for cell in self.cells.values() for ref in cell.ready().pending])
         self.roles = {cell_id: RoleMachine(cell_id) for cell_id in self.ids}
-        self.rollout = WorkerGroup("rollout")
-        self.trainer = WorkerGroup("trainer")
+        self.rollout = WorkerGroup("rollout", Cell)
+        self.trainer = WorkerGroup("trainer", Cell)
         self.version = 0
-        self.step: StreamingStep | None = None
+        self.step: StreamCall | None = None
         self._lock = asyncio.Lock()
         self.switch_log: list[dict[str, Any]] = []
         self.drain_reports: list[Any] = []
@@ -75,15 +81,12 @@ class Cluster:
         self.stepping = False  # from train_step's start to its new weights being out
 
     @property
-    def core(self) -> Any:
-        return self.actors[self.core_id]
+    def core(self) -> Cell:
+        return self.cells[self.core_id]
 
-    def _spec(self, world: int) -> GroupSpec:
-        return GroupSpec(next(self._versions), 0, world, self.cfg.host, self.port, self.cfg.backend)
-
-    @staticmethod
-    def _rank(spec: GroupSpec, rank: int) -> GroupSpec:
-        return GroupSpec(spec.version, rank, spec.world_size, spec.host, spec.port, spec.backend, spec.timeout_s)
+    def _transfer(self, purpose: str, cells: list[str]) -> Transfer:
+        """A movement between ``cells`` (the core first: it sends, or receives the reduction)."""
+        return Transfer(self.epoch, purpose, tuple(cells), self.cfg.host, self.port, self.cfg.backend)
 
     def views(self) -> tuple[CellView, ...]:
         return tuple(
@@ -117,6 +120,7 @@ class Cluster:
 
     async def _switch_many(self, moves: dict[str, Role]) -> dict[str, float]:
         started = time.perf_counter()
+        self.epoch += 1
         sources = {cell_id: self.roles[cell_id].role for cell_id in moves}
         for cell_id, to in moves.items():
             self.roles[cell_id].begin(to)
@@ -142,16 +146,14 @@ class Cluster:
         for cell_id in serving:
             self.rollout.remove(cell_id)
         satellites = [c for c in cell_ids if c != self.core_id]
-        entering = [self.core.enter_train.remote(None)] if self.core_id in cell_ids else []
+        entering = [self.core.enter_train(None)] if self.core_id in cell_ids else []
         if satellites:  # one broadcast of the core's weights to every joining satellite
-            spec = self._spec(1 + len(satellites))
-            entering.append(self.core.send_weights.remote(spec))
-            entering += [self.actors[c].enter_train.remote(self._rank(spec, i + 1)) for i, c in enumerate(satellites)]
+            transfer = self._transfer("join", [self.core_id, *satellites])
+            entering.append(self.core.send_weights(transfer))
+            entering += [self.cells[c].enter_train(transfer) for c in satellites]
         await asyncio.gather(*entering)
         for cell_id in cell_ids:
-            self.trainer.add(self.actors[cell_id], cell_id)
-            if self.step is not None:
-                self.step.add_member(cell_id, self.actors[cell_id])
+            self.trainer.add(self.cells[cell_id], cell_id)  # a running step's stream sees it at once
 
     async def _drain_all(self, cell_ids: list[str]) -> list[Any]:
         """Drain several cells at once (runs on the router's loop): all are marked draining first."""
@@ -163,15 +165,14 @@ class Cluster:
         if not cell_ids:
             return
         training = [c for c in cell_ids if sources[c] == Role.TRAIN]
-        if self.step is not None:
-            await asyncio.gather(*[self.step.remove_member(c) for c in training])
         for cell_id in training:
             self.trainer.remove(cell_id)
-        if self.step is not None:  # their gradients of this step must count
-            await self._push_grads([c for c in training if c != self.core_id])
-        await asyncio.gather(*[self.actors[c].enter_rollout.remote() for c in cell_ids])
+        await self.trainer.release(training)  # the micro-batches they hold finish: their gradients count
+        if self.step is not None:
+            await self._push_grads([c for c in training if c != self.core_id], "leave")
+        await asyncio.gather(*[self.cells[c].enter_rollout() for c in cell_ids])
         for cell_id in cell_ids:
-            self.rollout.add(self.actors[cell_id], cell_id)
+            self.rollout.add(self.cells[cell_id], cell_id)
         if self.router is not None:
             await self.on_router_loop(self._route_all(cell_ids))
 
@@ -181,23 +182,20 @@ class Cluster:
 
     async def _route_to(self, cell_id: str) -> None:
         """Let the router place executions on the cell again (runs on the router's loop)."""
-        from gyre.proxy.router import Cell as RoutedCell
+        from gyre.proxy.router import RoutedCell
 
         if cell_id in self.router.cells:
             self.router.undrain(cell_id)
         else:
-            engine = RemoteEngine(self.actors[cell_id], cell_id)
+            engine = RemoteEngine(self.cells[cell_id].engine_rank, cell_id)
             self.router.add_cell(RoutedCell(cell_id, engine, capacity=self.cfg.call_capacity))
 
-    async def _push_grads(self, satellites: list[str]) -> None:
-        """Sum the satellites' gradients into the core's inbox through one process group."""
+    async def _push_grads(self, satellites: list[str], purpose: str) -> None:
+        """Sum the satellites' gradients into the core's inbox, shard to shard."""
         if not satellites:
             return
-        spec = self._spec(1 + len(satellites))
-        await asyncio.gather(
-            self.core.collect_grads.remote(spec),
-            *[self.actors[s].push_grads.remote(self._rank(spec, i + 1)) for i, s in enumerate(satellites)],
-        )
+        transfer = self._transfer(purpose, [self.core_id, *satellites])
+        await asyncio.gather(self.core.collect_grads(transfer), *[self.cells[s].push_grads(transfer) for s in satellites])
 
     # Training ---------------------------------------------------------------------------------------
 
@@ -205,11 +203,9 @@ class Cluster:
         """One streaming step over the current (and joining) trainer members, then sync the new weights."""
         started = time.perf_counter()
         self.stepping = True
-        self.step = StreamingStep(batches)
-        for cell_id in self.trainer.ids:
-            self.step.add_member(cell_id, self.actors[cell_id])
+        self.step = self.trainer.train(batches)
         try:
-            stats = await self.step.run()
+            stats = await self.step
         finally:
             step, self.step = self.step, None
             self.microbatch_s += step.seconds
@@ -238,11 +234,11 @@ class Cluster:
         joins = [entry["seconds"] for entry in self.switch_log if entry["kind"] == "rollout_to_train_s"]
         return sum(joins) / len(joins) if joins else None
 
-    async def _finish_step(self, step: StreamingStep, stats: list[dict[str, float]], max_grad_norm: float | None,
+    async def _finish_step(self, step: StreamCall, stats: list[dict[str, float]], max_grad_norm: float | None,
                            started: float) -> dict[str, Any]:
         async with self._lock:
-            await self._push_grads([c for c in self.trainer.ids if c != self.core_id])
-            result = await self.core.optimizer_step.remote(max_grad_norm)
+            await self._push_grads([c for c in self.trainer.ids if c != self.core_id], "reduce")
+            result = await self.core.optimizer_step(max_grad_norm)
             self.version = result["version"]
             sync_started = time.perf_counter()
             await self._sync_weights()
@@ -257,19 +253,19 @@ class Cluster:
     async def _sync_weights(self) -> None:
         """Broadcast the core's new weights to every other cell (engines load them between calls)."""
         others = [c for c in self.ids if c != self.core_id and self.roles[c].role != Role.DEAD]
-        spec = self._spec(1 + len(others))
-        await asyncio.gather(
-            self.core.send_weights.remote(spec),
-            *[self.actors[c].receive_weights.remote(self._rank(spec, i + 1), self.version) for i, c in enumerate(others)],
-        )
+        if not others:
+            return
+        transfer = self._transfer("sync", [self.core_id, *others])
+        await asyncio.gather(self.core.send_weights(transfer),
+                             *[self.cells[c].receive_weights(transfer, self.version) for c in others])
 
     # Checkpoints and teardown -----------------------------------------------------------------------
 
     async def save(self, path: str) -> None:
-        await self.core.save_checkpoint.remote(path)
+        await self.core.save_checkpoint(path)
 
     async def load(self, path: str) -> int:
-        self.version = await self.core.load_checkpoint.remote(path)
+        self.version = await self.core.load_checkpoint(path)
         async with self._lock:
             await self._sync_weights()
         return self.version
@@ -278,6 +274,4 @@ class Cluster:
         return {cell_id: machine.seconds_in_roles() for cell_id, machine in self.roles.items()}
 
     async def close(self) -> None:
-        await asyncio.gather(*[actor.close.remote() for actor in self.actors.values()], return_exceptions=True)
-        for actor in self.actors.values():
-            ray.kill(actor)
+        await asyncio.gather(*[cell.close() for cell in self.cells.values()], return_exceptions=True)

@@ -375,7 +375,7 @@ class Driver:
     async def save(self) -> None:
         """An HF folder of the policy + optimizer (the core's), with the driver's position beside it; ``latest``
         moves only once the whole checkpoint is written."""
-        from gyre.trainer.checkpoint import mark_latest, step_folder
+        from gyre.replica.checkpoint import mark_latest, step_folder
 
         folder = step_folder(self.run_dir / "checkpoints", self.steps_done)
         await self.cluster.save(str(folder))
@@ -385,7 +385,7 @@ class Driver:
         mark_latest(folder)
 
     async def resume(self) -> bool:
-        from gyre.trainer.checkpoint import latest_checkpoint
+        from gyre.replica.checkpoint import latest_checkpoint
 
         folder = latest_checkpoint(self.run_dir / "checkpoints")
         if folder is None:

@@ -56,13 +56,14 @@ def loop_config(cfg: DictConfig) -> LoopConfig:
 def cluster_config(cfg: DictConfig) -> ClusterConfig:
     cluster = to_plain(cfg.cluster)
     rollout = to_plain(cfg.rollout)
-    build(LossConfig, cfg.algo, "algo")  # validate before the actors see it
+    loss = build(LossConfig, cfg.algo, "algo")  # validate before the actors see it
     cell = {
         "model_path": cfg.model.path,
         "dtype": cfg.model.dtype,
         "device": rollout.get("device", "cpu"),
-        "engine_kind": rollout.pop("kind"),
-        "engine": {k: v for k, v in rollout.items() if k != "device"},
+        "rollout": rollout,
+        # algo.kl_coef > 0: every trainer replica holds the starting policy, frozen, as its reference
+        "reference_path": cfg.model.path if loss.kl_coef else None,
         "lr": cfg.trainer.lr,
         "weight_decay": cfg.trainer.weight_decay,
         "loss": to_plain(cfg.algo),

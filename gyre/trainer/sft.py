@@ -7,7 +7,7 @@ shared by several calls is computed and trained once). The loss is the weighted 
 of those tokens, so a demonstration and a rollout of the same conversation train exactly the same tokens.
 
 Steps draw ``batch_executions`` executions from shuffled passes over the data. Checkpoints are HF folders
-(`gyre.trainer.checkpoint`) every ``save_every`` steps and at the end; ``resume`` continues from the
+(`gyre.replica.checkpoint`) every ``save_every`` steps and at the end; ``resume`` continues from the
 newest one with its optimizer, schedule and data position.
 """
 
@@ -25,9 +25,9 @@ import torch
 
 from gyre.ops.tree_attention import DEFAULT_BLOCK_SIZE
 from gyre.protocol import PackedBatch, TrajectoryTree
-from gyre.trainer import checkpoint
+from gyre.replica import checkpoint
 from gyre.trainer.sft_data import SFTExample
-from gyre.trainer.step import StepConfig, backward_edges
+from gyre.replica.step import StepConfig, backward_edges
 from gyre.trajectory import assign_loss_weights, build_tree, pack_trees
 from gyre.trajectory.sharing import common_prefix_length, drop_prefix
 

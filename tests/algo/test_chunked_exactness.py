@@ -13,7 +13,7 @@ from gyre.algo.losses import LossConfig
 from gyre.models import load_model
 from gyre.ops.chunked import chunked_tree_backward
 from gyre.protocol import TrajectoryTree
-from gyre.trainer.step import StepConfig, microbatch_backward, proximal_logprobs
+from gyre.replica.step import StepConfig, microbatch_backward, proximal_logprobs
 from gyre.trajectory import assign_loss_weights, build_tree, pack_trees
 from gyre.trajectory.synthetic import WorkloadSpec, synthetic_execution
 

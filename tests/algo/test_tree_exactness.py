@@ -11,7 +11,7 @@ from gyre.algo.losses import LossConfig
 from gyre.models import load_model
 from gyre.protocol import Execution
 from gyre.trainer.per_path import expand_paths, path_backward
-from gyre.trainer.step import StepConfig, microbatch_backward, proximal_logprobs
+from gyre.replica.step import StepConfig, microbatch_backward, proximal_logprobs
 from gyre.trajectory import assign_loss_weights, build_tree, pack_trees, prune_tree, select_paths
 from gyre.trajectory.synthetic import WorkloadSpec, synthetic_execution
 

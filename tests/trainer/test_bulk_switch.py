@@ -15,7 +15,7 @@ from gyre.models import load_model
 from gyre.rollout.base import SamplingParams
 from gyre.scheduler.state import Role
 from gyre.trainer.cluster import Cluster, ClusterConfig
-from gyre.trainer.step import StepConfig, train_step
+from gyre.replica.step import StepConfig, train_step
 
 
 @pytest.fixture(scope="module")
@@ -45,7 +45,7 @@ def test_two_satellites_join_a_step_in_one_bulk_and_leave_in_another(cluster, ti
         metrics = await task
         back = await cluster.switch_many({"cell1": Role.ROLLOUT, "cell2": Role.ROLLOUT})
         sampling = SamplingParams(temperature=0.0, max_new_tokens=4)
-        outputs = [await cluster.actors[c].generate.remote("s", [1, 2, 3, 4], sampling) for c in ("cell1", "cell2")]
+        outputs = [await cluster.cells[c].engine_rank.generate.remote("s", [1, 2, 3, 4], sampling) for c in ("cell1", "cell2")]
         return seconds, metrics, back, outputs
 
     seconds, metrics, back, outputs = cluster.loop.run_until_complete(scenario())
@@ -53,7 +53,7 @@ def test_two_satellites_join_a_step_in_one_bulk_and_leave_in_another(cluster, ti
     assert metrics["version"] == 1
     assert sum(metrics[f"microbatches/{c}"] for c in ("cell0", "cell1", "cell2")) == len(batches)
     assert metrics["microbatches/cell1"] + metrics["microbatches/cell2"] >= 1
-    core_weights = ray.get(cluster.core.state_dict.remote())
+    core_weights = cluster.core.state_dict().get()
     for name, value in reference.state_dict().items():
         assert torch.allclose(core_weights[name], value, atol=1e-6), name
     assert [e["bulk"] for e in cluster.switch_log if e["cell"] != "cell0"] == [2, 2, 2, 2]

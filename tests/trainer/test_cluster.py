@@ -11,7 +11,7 @@ from gyre.algo.losses import LossConfig
 from gyre.models import load_model
 from gyre.scheduler.state import Role
 from gyre.trainer.cluster import Cluster, ClusterConfig
-from gyre.trainer.step import StepConfig, train_step
+from gyre.replica.step import StepConfig, train_step
 from gyre.trajectory import pack_trees
 from gyre.trajectory.processor import TrajectoryConfig, process_executions
 from gyre.trajectory.synthetic import WorkloadSpec, synthetic_execution
@@ -73,7 +73,7 @@ def test_streaming_step_with_a_satellite_joining_mid_step_equals_one_trainer(clu
     assert metrics["version"] == 1
     assert metrics["microbatches/cell0"] >= 1 and metrics["microbatches/cell1"] >= 1
     assert metrics["microbatches/cell0"] + metrics["microbatches/cell1"] == len(batches)
-    core_weights = __import__("ray").get(cluster.core.state_dict.remote())
+    core_weights = cluster.core.state_dict().get()
     for name, value in reference.state_dict().items():
         assert torch.allclose(core_weights[name], value, atol=1e-6), name
     # the satellite (still training) received the new weights, and the switch times were logged
@@ -87,8 +87,8 @@ def test_back_to_rollout_serves_with_the_new_weights(cluster):
         await cluster.switch("cell1", Role.ROLLOUT)
         await cluster.switch(cluster.core_id, Role.ROLLOUT)
         sampling = SamplingParams(temperature=0.0, max_new_tokens=4)
-        a = await cluster.actors["cell0"].generate.remote("s", [1, 2, 3, 4], sampling)
-        b = await cluster.actors["cell1"].generate.remote("s", [1, 2, 3, 4], sampling)
+        a = await cluster.cells["cell0"].engine_rank.generate.remote("s", [1, 2, 3, 4], sampling)
+        b = await cluster.cells["cell1"].engine_rank.generate.remote("s", [1, 2, 3, 4], sampling)
         return a, b
 
     a, b = cluster.loop.run_until_complete(scenario())

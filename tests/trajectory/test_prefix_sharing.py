@@ -12,7 +12,7 @@ import torch
 from gyre.algo.losses import LossConfig
 from gyre.models import load_model
 from gyre.protocol import CallRecord, Execution
-from gyre.trainer.step import StepConfig, microbatch_backward, proximal_logprobs
+from gyre.replica.step import StepConfig, microbatch_backward, proximal_logprobs
 from gyre.trajectory import assign_loss_weights, build_tree, pack_trees
 from gyre.trajectory.sharing import merge_trees, shareable_prefix
 from gyre.trajectory.synthetic import WorkloadSpec, synthetic_execution

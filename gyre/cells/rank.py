@@ -1,0 +1,270 @@
+"""One rank of a cell, as a Ray actor: its shard of the training replica and, on rank 0, the rollout engine.
+
+A cell of N ranks holds one training replica sharded over them with FSDP2 (``gyre.replica.sharding``; the
+ranks form the cell's own default process group) and serves rollouts from one engine on rank 0. The core's
+ranks also hold the optimizer over their shards. Every method here is called on all the cell's ranks at
+once (``gyre.cells.cell.Cell``), and declares how (``register``): most go to every rank alike, micro-batches
+are split across the ranks.
+
+Weights and gradients move between cells shard to shard (``gyre.replica.transfer``): rank r of each cell
+taking part joins the transfer's group of rank r. A rollout cell gathers the shards its ranks received onto
+rank 0 for the engine. The methods are async so the engine serves many calls at once while transfers and
+training run in worker threads.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from gyre.algo.losses import LossConfig
+from gyre.cells.config import CellConfig
+from gyre.protocol import PackedBatch
+from gyre.replica.sharding import Replica, ShardLayout, model_param_specs
+from gyre.replica.step import StepConfig
+from gyre.replica.transfer import GroupRegistry, Transfer, broadcast, reduce_sum
+from gyre.rollout.base import Generation, KVState, SamplingParams
+from gyre.single_controller import Collect, Dispatch, register
+
+
+class CellRank:
+    def __init__(self, cfg: CellConfig, rank: int, store: tuple[str, int], backend: str = "gloo"):
+        torch.set_num_threads(cfg.torch_threads)
+        self.cfg, self.rank = cfg, rank
+        self.loss_cfg, self.step_cfg = LossConfig(**cfg.loss), StepConfig(**cfg.step)
+        self.mesh = self._join_cell(store, backend) if cfg.ranks > 1 else None
+        self.layout = ShardLayout(model_param_specs(cfg.model_path, cfg.dtype), cfg.ranks)
+        self.engine = None
+        if rank == 0:
+            from gyre.rollout import make_engine_from_config
+
+            self.engine = make_engine_from_config(cfg.rollout, model_path=cfg.model_path, engine_id=cfg.cell_id)
+        self.groups = GroupRegistry()
+        self.version = 0  # of the weights this cell holds (its replica's, or its engine's)
+        self.engine_version = 0  # of the weights rank 0's engine holds: every rank tracks it, so all agree on a gather
+        self.replica: Replica | None = None
+        self.grad_inbox: torch.Tensor | None = None  # gradients other cells sent the core this step
+        if cfg.is_core:
+            self.replica = self._build_replica()
+            self.replica.make_optimizer(cfg.lr, cfg.weight_decay, cfg.betas)
+
+    def _join_cell(self, store: tuple[str, int], backend: str) -> Any:
+        """The cell's ranks as this process's default group, and the device mesh FSDP2 shards over."""
+        import datetime
+
+        from torch.distributed.device_mesh import init_device_mesh
+
+        timeout = datetime.timedelta(seconds=300)
+        client = dist.TCPStore(store[0], store[1], is_master=False, timeout=timeout)
+        dist.init_process_group(backend, store=dist.PrefixStore(f"gyre/cell/{self.cfg.cell_id}", client),
+                                rank=self.rank, world_size=self.cfg.ranks, timeout=timeout)
+        return init_device_mesh("cuda" if self.cfg.device.startswith("cuda") else "cpu", (self.cfg.ranks,))
+
+    def _build_replica(self) -> Replica:
+        return Replica.build(self.cfg.model_path, dtype=self.cfg.dtype, device=self.cfg.device, mesh=self.mesh,
+                             reference_path=self.cfg.reference_path)
+
+    @register(Dispatch.ONE_TO_ALL)
+    def ping(self) -> str:
+        return f"{self.cfg.cell_id}/{self.rank}"
+
+    # Engine protocol (rank 0), so the router can drive a remote cell like a local engine ------------------
+
+    async def generate(self, session_id: str, prompt_ids: list[int], sampling: SamplingParams) -> Generation:
+        return await self.engine.generate(session_id, prompt_ids, sampling)
+
+    async def abort(self, session_id: str) -> bool:
+        return await self.engine.abort(session_id)
+
+    async def export_session(self, session_id: str) -> KVState | None:
+        return await self.engine.export_session(session_id)
+
+    async def import_session(self, session_id: str, state: KVState) -> None:
+        await self.engine.import_session(session_id, state)
+
+    @register(Dispatch.RANK_ZERO)
+    def stats(self) -> dict[str, float]:
+        return {**self.engine.stats(), "version": self.version}
+
+    # Role switches ----------------------------------------------------------------------------------
+
+    @register(Dispatch.ONE_TO_ALL, Collect.FIRST)
+    async def enter_train(self, weights_from_core: Transfer | None = None) -> float:
+        """Sleep the engine and hold a training replica with the core's current weights (pulled shard by
+        shard through ``weights_from_core`` unless this is the core)."""
+        started = time.perf_counter()
+        if self.engine is not None:
+            await self.engine.sleep()
+        if self.replica is None:
+            self.replica = await asyncio.to_thread(self._build_replica)
+        if weights_from_core is not None:
+            flat = torch.empty(self.layout.numel(self.rank), dtype=self.layout.dtype, device=self.cfg.device)
+            await asyncio.to_thread(self._broadcast, weights_from_core, flat)
+            self.replica.load_flat_shard(flat)
+        self.replica.zero_grad()
+        self.replica.move_optimizer(self.cfg.device)
+        return time.perf_counter() - started
+
+    @register(Dispatch.ONE_TO_ALL, Collect.FIRST)
+    async def enter_rollout(self) -> float:
+        """Wake the engine with this cell's newest weights; satellites drop their training state."""
+        started = time.perf_counter()
+        if self.engine is not None:
+            await self.engine.wake()
+        if self.replica is not None and self.engine_version != self.version:
+            named = await asyncio.to_thread(self.replica.full_params)  # every rank takes part in the gather
+            await self._load_engine(named)
+        if self.cfg.is_core:
+            self.replica.move_optimizer("cpu")  # host memory while serving
+        else:
+            self.replica = None
+        return time.perf_counter() - started
+
+    async def _load_engine(self, named: list[tuple[str, torch.Tensor]]) -> None:
+        if self.engine is not None:
+            await self.engine.load_weights(named, self.version)
+        self.engine_version = self.version
+
+    # Weights ----------------------------------------------------------------------------------------
+
+    def _broadcast(self, transfer: Transfer, flat: torch.Tensor) -> torch.Tensor:
+        return broadcast(self.groups.group(transfer, self.cfg.cell_id, self.rank), flat, root=0)
+
+    def _reduce(self, transfer: Transfer, flat: torch.Tensor) -> torch.Tensor:
+        return reduce_sum(self.groups.group(transfer, self.cfg.cell_id, self.rank), flat, root=0)
+
+    @register(Dispatch.ONE_TO_ALL)
+    async def send_weights(self, transfer: Transfer) -> None:
+        """Root side of a weight transfer: this rank's shard, a copy (training may go on meanwhile)."""
+        assert self.replica is not None
+        await asyncio.to_thread(self._broadcast, transfer, self.replica.flat_shard())
+
+    @register(Dispatch.ONE_TO_ALL)
+    async def receive_weights(self, transfer: Transfer, version: int) -> None:
+        """Take the root's shard: into the training replica if there is one (its engine sleeps), else onto
+        rank 0's engine (the ranks' shards gathered there)."""
+        flat = torch.empty(self.layout.numel(self.rank), dtype=self.layout.dtype, device=self.cfg.device)
+        await asyncio.to_thread(self._broadcast, transfer, flat)
+        self.version = version
+        if self.replica is not None:
+            self.replica.load_flat_shard(flat)
+            return
+        flats = await asyncio.to_thread(self._gather_on_rank0, flat)
+        await self._load_engine(self.layout.assemble(flats) if flats else [])
+
+    def _gather_on_rank0(self, flat: torch.Tensor) -> list[torch.Tensor]:
+        """Every rank's flat shard on rank 0 (index = rank); others get an empty list."""
+        if self.cfg.ranks == 1:
+            return [flat]
+        longest = max(self.layout.numel(r) for r in range(self.cfg.ranks))
+        padded = torch.zeros(longest, dtype=flat.dtype, device=flat.device)
+        padded[: flat.numel()] = flat
+        gathered = [torch.empty_like(padded) for _ in range(self.cfg.ranks)] if self.rank == 0 else None
+        dist.gather(padded, gathered, dst=0)
+        return gathered or []
+
+    # Training ---------------------------------------------------------------------------------------
+
+    @register(Dispatch.SPLIT)
+    async def train(self, batches: list[PackedBatch]) -> list[dict[str, float]]:
+        """This rank's part of one round of micro-batches (every rank of the cell runs the round)."""
+        if self.replica is None:
+            raise RuntimeError(f"cell {self.cfg.cell_id} has no training replica (it is not in the trainer group)")
+        return await asyncio.to_thread(self.replica.train, batches, self.loss_cfg, self.step_cfg)
+
+    @register(Dispatch.ONE_TO_ALL)
+    async def push_grads(self, transfer: Transfer) -> None:
+        """A satellite's gradients summed into the core's (shard to shard), then dropped here."""
+        assert self.replica is not None
+        await asyncio.to_thread(self._reduce, transfer, self.replica.flat_grad_shard())
+        self.replica.zero_grad()
+
+    @register(Dispatch.ONE_TO_ALL)
+    async def collect_grads(self, transfer: Transfer) -> None:
+        """Core: the other cells' gradient sum into the inbox. It sends zeros itself, so its own gradients,
+        possibly still accumulating, are never read concurrently."""
+        zeros = torch.zeros(self.layout.numel(self.rank), dtype=self.layout.dtype, device=self.cfg.device)
+        total = await asyncio.to_thread(self._reduce, transfer, zeros)
+        self.grad_inbox = total if self.grad_inbox is None else self.grad_inbox + total
+
+    @register(Dispatch.ONE_TO_ALL, Collect.FIRST)
+    async def optimizer_step(self, max_grad_norm: float | None) -> dict[str, float]:
+        """Core: own gradients + inbox, clip, step; the weight version increments."""
+        assert self.cfg.is_core and self.replica is not None
+        if self.grad_inbox is not None:
+            self.replica.add_flat_grad_shard(self.grad_inbox)
+            self.grad_inbox = None
+        norm = await asyncio.to_thread(self.replica.step, max_grad_norm)
+        self.version += 1
+        return {"grad_norm": norm, "version": self.version}
+
+    # Checkpoints (core) -----------------------------------------------------------------------------
+
+    @register(Dispatch.ONE_TO_ALL)
+    async def save_checkpoint(self, folder: str) -> None:
+        """The policy as an HF folder (whole weights gathered on rank 0: servable, evaluable, a new run's
+        start) with the whole optimizer state and the weight version beside it (``trainer_state.pt``)."""
+        assert self.replica is not None and self.replica.optimizer is not None
+        model_state, optimizer_state = await asyncio.to_thread(self.replica.full_state)
+        if self.rank == 0:
+            from gyre.models import load_tokenizer
+            from gyre.replica.checkpoint import save_checkpoint
+
+            state = {"optimizer": optimizer_state, "version": self.version}
+            await asyncio.to_thread(save_checkpoint, Path(folder), _WithState(self.replica.model, model_state),
+                                    load_tokenizer(self.cfg.model_path), state)
+
+    @register(Dispatch.ONE_TO_ALL, Collect.FIRST)
+    async def load_checkpoint(self, folder: str) -> int:
+        from gyre.replica.checkpoint import load_trainer_state
+
+        assert self.replica is not None and self.replica.optimizer is not None
+        state = load_trainer_state(Path(folder))
+        model_state = await asyncio.to_thread(_read_weights, Path(folder), self.cfg.dtype)
+        await asyncio.to_thread(self.replica.load_full_state, model_state, state["optimizer"])
+        self.version = int(state["version"])
+        await self._load_engine(await asyncio.to_thread(self.replica.full_params))
+        return self.version
+
+    @register(Dispatch.ONE_TO_ALL, Collect.FIRST)
+    async def state_dict(self) -> dict[str, torch.Tensor]:
+        """The replica's whole state dict (gathered onto rank 0)."""
+        assert self.replica is not None
+        return {name: t.detach().clone() for name, t in (await asyncio.to_thread(self.replica.full_model_state)).items()}
+
+    @register(Dispatch.ONE_TO_ALL)
+    def resources(self) -> dict[str, int]:
+        """Live transfer groups and open file descriptors of this rank's process (leak checks)."""
+        return {"live_groups": self.groups.live, "groups_made": self.groups.made, "groups_ended": self.groups.ended,
+                "open_fds": len(os.listdir("/proc/self/fd")) if os.path.isdir("/proc/self/fd") else -1}
+
+    @register(Dispatch.ONE_TO_ALL)
+    async def close(self) -> None:
+        if self.engine is not None:
+            await self.engine.close()
+        self.groups.close()
+        if dist.is_initialized():
+            dist.destroy_process_group()
+
+
+class _WithState:
+    """A model whose ``save_pretrained`` writes the given (gathered) state dict instead of its own."""
+
+    def __init__(self, model: torch.nn.Module, state: dict[str, torch.Tensor]):
+        self.model, self.state = model, state
+
+    def save_pretrained(self, folder: Any, **kwargs: Any) -> None:
+        self.model.save_pretrained(folder, state_dict=self.state, **kwargs)
+
+
+def _read_weights(folder: Path, dtype: str) -> dict[str, torch.Tensor]:
+    from transformers import AutoModelForCausalLM
+
+    saved = AutoModelForCausalLM.from_pretrained(folder, dtype=getattr(torch, dtype), local_files_only=True)
+    return saved.state_dict()

@@ -1,0 +1,152 @@
+"""Weights and gradients between cells through torch.distributed process groups, never through the driver.
+
+A ``Transfer`` is one movement between cells: a joining satellite pulls the core's weights, a leaving one
+sends its gradients to the core, the core sends new weights to every other cell. It goes shard to shard:
+rank r of every cell taking part joins the group of rank r, so a cell of N ranks moves its N shards over N
+groups at once, each shard flat in the model's dtype.
+
+Groups belong to a version of the driver's membership record (``gyre.single_controller.Membership``):
+``ProcessGroupGloo`` (CPU) or ``ProcessGroupNCCL`` (GPU) over a ``PrefixStore`` named after the version,
+the purpose, the cells and the rank, on one TCPStore the driver hosts. A group is made the first time a
+transfer needs it and serves every later transfer of the same purpose and cells while that version lasts
+(steps with no role change in between share their weight-sync group). The first transfer of a newer version
+that reaches a rank shuts down that rank's groups of older versions (``GroupRegistry``): live groups stay
+bounded however many switches a run makes.
+"""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+import socket
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+import torch.distributed as dist
+
+
+@dataclass(frozen=True)
+class Transfer:
+    """Who takes part in one movement (the root first: it sends, or receives a reduction), under which
+    membership version, and where the store is."""
+
+    version: int
+    purpose: str  # join | leave | reduce | sync: groups of different purposes never mix
+    cells: tuple[str, ...]
+    host: str
+    port: int
+    backend: str = "gloo"
+    timeout_s: float = 300.0
+
+    @property
+    def world_size(self) -> int:
+        return len(self.cells)
+
+    def rank_of(self, cell_id: str) -> int:
+        return self.cells.index(cell_id)
+
+    def group_name(self, local_rank: int) -> str:
+        members = hashlib.sha1(",".join(self.cells).encode()).hexdigest()[:12]
+        return f"gyre/m{self.version}/{self.purpose}/{members}/r{local_rank}"
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket() as sock:
+        sock.bind((host, 0))
+        return sock.getsockname()[1]
+
+
+def host_store(host: str = "127.0.0.1", port: int | None = None) -> tuple[dist.TCPStore, int]:
+    """The driver's store; keep the returned object alive for the whole run."""
+    port = port or free_port(host)
+    store = dist.TCPStore(host, port, is_master=True, wait_for_workers=False, timeout=datetime.timedelta(seconds=60))
+    return store, port
+
+
+def make_group(name: str, rank: int, world_size: int, host: str, port: int, backend: str = "gloo",
+               timeout_s: float = 300.0) -> dist.ProcessGroup:
+    """Join the process group ``name`` (blocks until every rank has joined). Each group gets its own connection
+    to the store: a client blocked in one group's rendezvous holds its socket, so two groups joined at once
+    from two threads of one process (the core in a bulk switch) must not share one."""
+    timeout = datetime.timedelta(seconds=timeout_s)
+    store = dist.PrefixStore(name, dist.TCPStore(host, port, is_master=False, timeout=timeout))
+    if backend == "gloo":
+        return dist.ProcessGroupGloo(store, rank, world_size, timeout)
+    if backend == "nccl":
+        options = dist.ProcessGroupNCCL.Options()
+        options._timeout = timeout
+        return dist.ProcessGroupNCCL(store, rank, world_size, options)
+    raise ValueError(f"cluster.backend must be 'gloo' or 'nccl', got {backend!r}")
+
+
+class GroupRegistry:
+    """One process's transfer groups, by name; groups of a membership version end when a newer one arrives."""
+
+    def __init__(self) -> None:
+        self._groups: dict[str, tuple[int, dist.ProcessGroup]] = {}
+        self._lock = threading.Lock()
+        self.made = 0  # groups made over this process's life
+        self.ended = 0  # groups shut down
+
+    def group(self, transfer: Transfer, cell_id: str, local_rank: int) -> dist.ProcessGroup:
+        self.end_before(transfer.version)
+        name = transfer.group_name(local_rank)
+        with self._lock:
+            known = self._groups.get(name)
+        if known is not None:
+            return known[1]
+        # Made outside the lock: joining blocks until the other cells' ranks arrive.
+        group = make_group(name, transfer.rank_of(cell_id), transfer.world_size, transfer.host, transfer.port,
+                           transfer.backend, transfer.timeout_s)
+        with self._lock:
+            self._groups[name] = (transfer.version, group)
+            self.made += 1
+        return group
+
+    def end_before(self, version: int) -> None:
+        """Shut down every group of a membership version older than ``version``."""
+        self._end(lambda v: v < version)
+
+    def close(self) -> None:
+        self._end(lambda v: True)
+
+    def _end(self, ended: Callable[[int], bool]) -> None:
+        with self._lock:
+            names = [name for name, (v, _) in self._groups.items() if ended(v)]
+            groups = [self._groups.pop(name)[1] for name in names]
+        for group in groups:
+            _shutdown(group)
+        self.ended += len(groups)
+
+    @property
+    def live(self) -> int:
+        with self._lock:
+            return len(self._groups)
+
+
+def _shutdown(group: dist.ProcessGroup) -> None:
+    """Release a group's connections now (NCCL communicators are not freed by garbage collection)."""
+    try:
+        group.shutdown()
+    except (RuntimeError, NotImplementedError):  # a backend without shutdown: dropping it is all there is
+        pass
+
+
+def broadcast(group: dist.ProcessGroup, flat: torch.Tensor, root: int) -> torch.Tensor:
+    """Every rank's ``flat`` becomes the root's (in place); returns it."""
+    opts = dist.BroadcastOptions()
+    opts.rootRank = root
+    group.broadcast([flat], opts).wait()
+    return flat
+
+
+def reduce_sum(group: dist.ProcessGroup, flat: torch.Tensor, root: int) -> torch.Tensor:
+    """Sum ``flat`` over the group into the root's copy (returned on every rank; only the root's is the sum)."""
+    flat = flat.contiguous()
+    opts = dist.ReduceOptions()
+    opts.rootRank = root
+    opts.reduceOp = dist.ReduceOp.SUM
+    group.reduce([flat], opts).wait()
+    return flat

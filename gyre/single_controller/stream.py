@@ -1,0 +1,81 @@
+"""A ``STREAM`` group call in flight: items in a queue, taken by whichever member is free.
+
+The call reads its group's members afresh at every turn, so a member that joins the group mid-call starts
+taking items and one that leaves finishes what it holds and takes no more (``release`` waits for that).
+It keeps what a scheduler wants to know about it: items left, who is busy, each take's seconds, the items
+each member did.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import deque
+from collections.abc import Callable, Iterable
+from typing import Any
+
+
+class StreamCall:
+    def __init__(self, items: list[Any], members: Callable[[], Iterable[tuple[str, Any]]],
+                 take: Callable[[Any, list[Any]], Any]):
+        """``members()``: the group's (id, member) pairs now; ``take(member, items)``: an awaitable of the
+        member's result list for ``items``."""
+        self.queue: deque[Any] = deque(items)
+        self.total = len(items)
+        self.inflight: dict[str, asyncio.Future] = {}
+        self._held: dict[str, int] = {}  # items each busy member holds
+        self.results: list[Any] = []
+        self.done_by: dict[str, int] = {}  # items each member did
+        self.seconds: list[float] = []  # wall seconds of each take, per item it held
+        self._members, self._take = members, take
+        self._changed = asyncio.Event()
+        self._task = asyncio.ensure_future(self._run())
+
+    def changed(self) -> None:
+        """The group's membership changed: look again."""
+        self._changed.set()
+
+    @property
+    def left(self) -> int:
+        """Items not done yet (queued or held)."""
+        return len(self.queue) + sum(self._held.values())
+
+    @property
+    def done(self) -> bool:
+        return self._task.done()
+
+    async def release(self, member_id: str) -> None:
+        """Wait until ``member_id`` holds no item (call after it left the group)."""
+        future = self.inflight.get(member_id)
+        if future is not None:
+            await asyncio.wait([future])
+        self.changed()
+
+    def __await__(self):
+        return self._task.__await__()
+
+    async def _run(self) -> list[Any]:
+        while self.queue or self.inflight:
+            for member_id, member in self._members():
+                if member_id not in self.inflight and self.queue:
+                    width = max(1, int(getattr(member, "stream_width", 1)))
+                    items = [self.queue.popleft() for _ in range(min(width, len(self.queue)))]
+                    self._held[member_id] = len(items)
+                    self.inflight[member_id] = asyncio.ensure_future(self._do(member_id, member, items))
+            self._changed.clear()
+            waiter = asyncio.ensure_future(self._changed.wait())
+            await asyncio.wait([waiter, *self.inflight.values()], return_when=asyncio.FIRST_COMPLETED)
+            waiter.cancel()
+            for member_id, future in list(self.inflight.items()):
+                if future.done():
+                    del self.inflight[member_id]
+                    self._held.pop(member_id, None)
+                    future.result()  # a member's failure fails the call
+        return self.results
+
+    async def _do(self, member_id: str, member: Any, items: list[Any]) -> None:
+        started = time.perf_counter()
+        results = await self._take(member, items)
+        self.seconds += [(time.perf_counter() - started) / len(items)] * len(items)
+        self.results.extend(results)
+        self.done_by[member_id] = self.done_by.get(member_id, 0) + len(items)
