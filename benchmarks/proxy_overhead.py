@@ -45,7 +45,7 @@ def start_proxy(sessions: int, new_tokens: int, run_dir: str) -> tuple[subproces
     """``gyre.serve`` on a free port with one engine sized for ``sessions``; returns (process, base url, keys)."""
     command = [
         sys.executable, "-m", "gyre.serve", "model.path=tiny", "proxy.port=0", f"run_dir={run_dir}",
-        f"serve.call_capacity={sessions}", f"rollout.max_batch_size={sessions}", "rollout.torch_threads=1",
+        f"serve.call_capacity={sessions}", f"rollout.max_batch_size={sessions}", "serve.torch_threads=1",
         f"serve.executions={sessions}", "proxy.log_level=error",
     ]
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}

@@ -1,9 +1,10 @@
 """Serve a checkpoint through the proxy, without training: ``python -m gyre.serve model.path=... proxy.port=...``.
 
-Starts ``rollout.cells`` engines, the proxy over them, opens ``serve.executions`` executions and prints the base
-URLs and keys, then serves until interrupted (or ``serve.duration_s``). This is how a user points any
-harness (Claude Code, Codex, mini-swe-agent, plain SDKs) at a checkpoint to try or evaluate it; every
-call is recorded under ``run_dir`` (default ``runs/serve/<date>``) like in training.
+Starts ``serve.cells`` engines (the ``rollout`` group: ``rollout=hf``, the default, or ``rollout=vllm`` on a
+GPU), the proxy over them, opens ``serve.executions`` executions and prints the base URLs and keys, then
+serves until interrupted (or ``serve.duration_s``). This is how a user points any harness (Claude Code,
+Codex, mini-swe-agent, plain SDKs) at a checkpoint to try or evaluate it; every call is recorded under
+``run_dir`` (default ``runs/serve/<date>``) like in training.
 """
 
 from __future__ import annotations
@@ -14,45 +15,39 @@ import signal
 import threading
 from typing import Any
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from gyre.cli import hydra_entry
+from gyre.config import to_plain, without_moved
 from gyre.proxy.config import ProxyConfig
 
+# Keys that left serve's own rollout section when it became the shared ``rollout`` group; conf/serve.yaml
+# keeps them as null so that a value set for one fails naming the new key (gyre.config.without_moved).
+MOVED_FROM_ROLLOUT = {"cells": "serve.cells", "torch_threads": "serve.torch_threads", "engine": "rollout.kind"}
 
-def make_engines(model_path: str, rollout: dict[str, Any]) -> list[Any]:
-    """One engine per cell. Only the embedded ``hf`` engine is served here."""
-    if rollout["engine"] != "hf":
-        raise ValueError(f"rollout.engine={rollout['engine']!r}: gyre.serve runs the 'hf' engine only")
-    if int(rollout["cells"]) < 1:
-        raise ValueError(f"rollout.cells must be >= 1, got {rollout['cells']}")
-    from gyre.rollout.hf import HFEngine
 
-    if rollout.get("torch_threads"):
+def make_engines(cfg: DictConfig) -> list[Any]:
+    """One engine per cell, each built from the ``rollout`` section by the shared engine factory."""
+    from gyre.rollout import make_engine_from_config
+
+    rollout = without_moved(cfg.rollout, "rollout", MOVED_FROM_ROLLOUT)
+    cells = int(cfg.serve.cells)
+    if cells < 1:
+        raise ValueError(f"serve.cells must be >= 1, got {cells}")
+    if cfg.serve.torch_threads:
         import torch
 
-        torch.set_num_threads(int(rollout["torch_threads"]))
-    return [
-        HFEngine(
-            model_path,
-            device=rollout["device"],
-            dtype=rollout["dtype"],
-            max_batch_size=int(rollout["max_batch_size"]),
-            max_cached_tokens=int(rollout["max_cached_tokens"]),
-            engine_id=f"hf-{index}",
-            max_context=rollout["max_context"],
-        )
-        for index in range(int(rollout["cells"]))
-    ]
+        torch.set_num_threads(int(cfg.serve.torch_threads))
+    model_path = str(cfg.model.path)
+    return [make_engine_from_config(rollout, model_path=model_path, engine_id=f"cell-{index}") for index in range(cells)]
 
 
 def serve(cfg: DictConfig) -> None:
     from gyre.models import load_tokenizer
     from gyre.proxy.server import ProxyServer, build_proxy
 
-    config = ProxyConfig.from_mapping(OmegaConf.to_container(cfg.proxy, resolve=True))  # type: ignore[arg-type]
-    rollout = OmegaConf.to_container(cfg.rollout, resolve=True)
-    engines = make_engines(str(cfg.model.path), rollout)  # type: ignore[arg-type]
+    config = ProxyConfig.from_mapping(to_plain(cfg.proxy))
+    engines = make_engines(cfg)
     proxy = build_proxy(load_tokenizer(str(cfg.model.path)), engines, config, call_capacity=int(cfg.serve.call_capacity))
     server = ProxyServer(proxy).start()
     names = [cfg.serve.execution_id] + [f"{cfg.serve.execution_id}-{i}" for i in range(1, int(cfg.serve.executions))]
