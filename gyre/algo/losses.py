@@ -42,18 +42,6 @@ class LossConfig:
             raise ValueError(f"algo.temperature must be > 0, got {self.temperature}")
 
 
-def check_no_reference(cfg: LossConfig) -> None:
-    """For a job that loads no reference model: ``algo.kl_coef > 0`` is refused at config time, naming the
-    key, rather than deep inside the first training step (``tree_policy_loss`` needs ``ref_logp`` for it)."""
-    if cfg.kl_coef:
-        from gyre.config import ConfigError
-
-        raise ConfigError(
-            f"algo.kl_coef={cfg.kl_coef:g} needs a frozen reference model, and this job loads none; "
-            "set algo.kl_coef=0"
-        )
-
-
 def tree_policy_loss(
     logp: torch.Tensor,
     behavior_logp: torch.Tensor,
