@@ -57,6 +57,9 @@ DEFAULT_COLLECT = {
 def register(dispatch: Dispatch, collect: Collect | None = None) -> Callable[[Callable], Callable]:
     """Declare how a group call of the decorated method is dispatched and collected."""
 
+    if Dispatch(dispatch) == Dispatch.STREAM and collect not in (None, Collect.CONCAT):
+        raise ValueError("a STREAM call joins the result lists of its takes (Collect.CONCAT); it has no other collect")
+
     def mark(method: Callable) -> Callable:
         setattr(method, ATTRIBUTE, (Dispatch(dispatch), Collect(collect or DEFAULT_COLLECT[Dispatch(dispatch)])))
         return method
@@ -66,12 +69,13 @@ def register(dispatch: Dispatch, collect: Collect | None = None) -> Callable[[Ca
 
 def mode_of(worker_cls: type, method: str) -> tuple[Dispatch, Collect]:
     """The declared mode of ``worker_cls.method``; a clear error for a method a group cannot call."""
+    name = getattr(worker_cls, "__name__", repr(worker_cls))  # a Ray ActorClass has no __name__
     function = getattr(worker_cls, method, None)
     if function is None:
-        raise AttributeError(f"{worker_cls.__name__} has no method {method!r}")
+        raise AttributeError(f"{name} has no method {method!r}")
     mode = getattr(function, ATTRIBUTE, None)
     if mode is None:
-        raise AttributeError(f"{worker_cls.__name__}.{method} declares no dispatch mode (decorate it with @register)")
+        raise AttributeError(f"{name}.{method} declares no dispatch mode (decorate it with @register)")
     return mode
 
 

@@ -70,8 +70,18 @@ class StreamCall:
                 if future.done():
                     del self.inflight[member_id]
                     self._held.pop(member_id, None)
-                    future.result()  # a member's failure fails the call
+                    if future.exception() is not None:
+                        await self._fail()
+                        future.result()  # a member's failure fails the call
         return self.results
+
+    async def _fail(self) -> None:
+        """A take failed: hand out nothing more and let the other takes end (their errors are retrieved),
+        so the call ends with no work of it still running."""
+        self.queue.clear()
+        await asyncio.gather(*self.inflight.values(), return_exceptions=True)
+        self.inflight.clear()
+        self._held.clear()
 
     async def _do(self, member_id: str, member: Any, items: list[Any]) -> None:
         started = time.perf_counter()

@@ -127,6 +127,8 @@ class WorkerGroup:
 
         def call(*args: Any, **kwargs: Any) -> GroupCall | StreamCall:
             if dispatch == Dispatch.STREAM:
+                if not args:
+                    raise TypeError(f"a STREAM call of {method} needs its list of items as the first argument")
                 return self._stream(method, list(args[0]), args[1:], kwargs)
             members = self.members
             if not members:

@@ -1,4 +1,5 @@
-"""Cells on Ray: role switches, streaming training with a satellite joining mid-step, weight sync."""
+"""Cells on Ray: role switches, streaming training with a satellite joining mid-step, weight sync; with cells
+of one rank and of two ranks (an FSDP2-sharded replica per cell, weights moving shard to shard)."""
 
 from __future__ import annotations
 
@@ -37,9 +38,10 @@ def step_batches():
     return chunked + pack_trees(small, max_tokens=max(t.num_tokens for t in small))
 
 
-@pytest.fixture(scope="module")
-def cluster(ray_session):
-    cfg = ClusterConfig(cells=2, cpus_per_cell=0.5, cell={"lr": LR, "loss": {}, "step": {"attention_backend": "block"}})
+@pytest.fixture(scope="module", params=[1, 2], ids=["1-rank-cells", "2-rank-cells"])
+def cluster(ray_session, request):
+    cfg = ClusterConfig(cells=2, cpus_per_cell=0.5, ranks_per_cell=request.param,
+                        cell={"lr": LR, "loss": {}, "step": {"attention_backend": "block"}})
 
     async def build():
         return Cluster(cfg)
@@ -57,7 +59,7 @@ def test_streaming_step_with_a_satellite_joining_mid_step_equals_one_trainer(clu
     assert len(batches) >= 6 and batches[0].num_tokens > 10 * batches[1].num_tokens
     reference = load_model(tiny_model_path)
     optimizer = torch.optim.AdamW(reference.parameters(), lr=LR, weight_decay=0.0)
-    train_step(reference, optimizer, batches, LossConfig(), StepConfig(attention_backend="block"), )
+    expected = train_step(reference, optimizer, batches, LossConfig(), StepConfig(attention_backend="block"))
 
     async def scenario():
         await cluster.start_rollout()
@@ -71,11 +73,13 @@ def test_streaming_step_with_a_satellite_joining_mid_step_equals_one_trainer(clu
 
     metrics = cluster.loop.run_until_complete(scenario())
     assert metrics["version"] == 1
+    assert metrics["loss"] == pytest.approx(expected["loss"], rel=1e-5, abs=1e-7)
+    assert metrics["grad_norm"] == pytest.approx(expected["grad_norm"], rel=1e-5)
     assert metrics["microbatches/cell0"] >= 1 and metrics["microbatches/cell1"] >= 1
     assert metrics["microbatches/cell0"] + metrics["microbatches/cell1"] == len(batches)
     core_weights = cluster.core.state_dict().get()
     for name, value in reference.state_dict().items():
-        assert torch.allclose(core_weights[name], value, atol=1e-6), name
+        assert torch.allclose(core_weights[name], value, atol=1e-5), name
     # the satellite (still training) received the new weights, and the switch times were logged
     assert [entry["kind"] for entry in cluster.switch_log] == ["rollout_to_train_s", "rollout_to_train_s"]
 
@@ -95,3 +99,27 @@ def test_back_to_rollout_serves_with_the_new_weights(cluster):
     assert a.weight_version == b.weight_version == 1
     assert a.response_ids == b.response_ids and a.logprobs == pytest.approx(b.logprobs, abs=1e-5)
     assert {e["kind"] for e in cluster.switch_log[-2:]} == {"train_to_rollout_s"}
+
+
+def test_process_groups_end_with_their_membership_over_many_switches(cluster):
+    """A satellite goes back and forth 50 times (100 switches) and a weight sync runs after each: every rank
+    keeps only its current membership's transfer groups, and no file descriptor leaks."""
+
+    async def scenario():
+        await cluster.switch("cell1", Role.TRAIN)
+        before = await cluster.core.resources()
+        for _ in range(50):
+            await cluster.switch("cell1", Role.ROLLOUT)
+            async with cluster._lock:
+                await cluster._sync_weights()
+            await cluster.switch("cell1", Role.TRAIN)
+        await cluster.switch("cell1", Role.ROLLOUT)
+        return before, await cluster.core.resources(), await cluster.cells["cell1"].resources()
+
+    before, core, satellite = cluster.loop.run_until_complete(scenario())
+    for rank in core + satellite:
+        assert rank["live_groups"] <= 2, rank  # the current membership's: at most a join/leave and a sync
+    assert core[0]["groups_made"] - before[0]["groups_made"] >= 100  # each switch made its groups ...
+    assert core[0]["groups_ended"] >= core[0]["groups_made"] - 2  # ... and they ended with their epoch
+    for then, now in zip(before, core, strict=True):
+        assert now["open_fds"] <= then["open_fds"] + 8, (then, now)
