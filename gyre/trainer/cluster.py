@@ -73,6 +73,7 @@ class Cluster:
         self.trainer = WorkerGroup("trainer", Cell)
         self.version = 0
         self.step: StreamCall | None = None
+        self.step_members: set[str] = set()  # cells in the trainer group at any time during the running step
         self._lock = asyncio.Lock()
         self.switch_log: list[dict[str, Any]] = []
         self.drain_reports: list[Any] = []
@@ -154,6 +155,8 @@ class Cluster:
         await asyncio.gather(*entering)
         for cell_id in cell_ids:
             self.trainer.add(self.cells[cell_id], cell_id)  # a running step's stream sees it at once
+        if self.step is not None:
+            self.step_members.update(cell_ids)
 
     async def _drain_all(self, cell_ids: list[str]) -> list[Any]:
         """Drain several cells at once (runs on the router's loop): all are marked draining first."""
@@ -203,6 +206,7 @@ class Cluster:
         """One streaming step over the current (and joining) trainer members, then sync the new weights."""
         started = time.perf_counter()
         self.stepping = True
+        self.step_members = set(self.trainer.ids)
         self.step = self.trainer.train(batches)
         try:
             stats = await self.step
@@ -245,9 +249,9 @@ class Cluster:
         metrics = reduce_stats(stats)
         metrics.update(grad_norm=result["grad_norm"], version=self.version,
                        train_time_s=time.perf_counter() - started, weight_sync_s=time.perf_counter() - sync_started,
-                       trainer_members=len(step.done_by), microbatches=step.total)
-        for member, count in step.done_by.items():
-            metrics[f"microbatches/{member}"] = count
+                       trainer_members=len(self.step_members), microbatches=step.total)
+        for member in sorted(self.step_members | set(step.done_by)):
+            metrics[f"microbatches/{member}"] = step.done_by.get(member, 0)
         return metrics
 
     async def _sync_weights(self) -> None:

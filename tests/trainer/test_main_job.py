@@ -11,13 +11,19 @@ import sys
 import pytest
 
 
+CELLS = {1: 3, 2: 2}  # ranks per cell -> cells: 3 one-rank cells, or 2 cells x 2 ranks (FSDP2-sharded replicas)
+
+
 @pytest.mark.slow
+@pytest.mark.parametrize("ranks", [1, 2], ids=["1-rank-cells", "2-rank-cells"])
 @pytest.mark.parametrize("scheduler", ["elastic", "colocate", "async"])
-def test_main_job_runs_under_each_scheduler(tmp_path, scheduler):
+def test_main_job_runs_under_each_scheduler(tmp_path, scheduler, ranks):
     run_dir = tmp_path / "run"
+    cells = CELLS[ranks]
     overrides = [
         "+recipe=terminalbench", f"scheduler={scheduler}", f"run_dir={run_dir}", "trainer.total_steps=2",
-        "cluster.cells=3", "scheduler.batch_size=4", "trainer.group_size=2", "scheduler.rollout_cells=1",
+        f"cluster.cells={cells}", f"cluster.ranks_per_cell={ranks}", "scheduler.batch_size=4",
+        "trainer.group_size=2", "scheduler.rollout_cells=1",
         "harness.max_turns=1", "harness.reference.sub_agent=false", "harness.progress=false",
         "tracking.backends=[jsonl,wandb]",
     ]
@@ -41,4 +47,28 @@ def test_main_job_runs_under_each_scheduler(tmp_path, scheduler):
     assert all(s["executions/no_calls"] == 0 for s in steps)
     assert list((run_dir / "wandb").glob("offline-run-*"))
     if scheduler == "async":  # the fixed split: the one rollout satellite never trains
-        assert all(s["train/cells"] == 2 for s in steps)
+        assert all(s["train/cells"] == cells - 1 for s in steps)
+
+
+@pytest.mark.slow
+def test_a_sharded_run_with_a_kl_term_resumes_on_cells_of_another_size(tmp_path):
+    """algo.kl_coef > 0 on 2-rank cells (each replica holds a frozen reference, sharded like the policy), one
+    step; then the same run resumed on 1-rank cells: the checkpoint holds whole weights and an optimizer
+    state keyed by parameter name, so it loads on any number of ranks."""
+    run_dir = tmp_path / "run"
+    common = [
+        sys.executable, "-m", "gyre.main", "+recipe=terminalbench", f"run_dir={run_dir}", "cluster.cells=2",
+        "scheduler.batch_size=4", "trainer.group_size=2", "scheduler.rollout_cells=1", "harness.max_turns=1",
+        "harness.reference.sub_agent=false", "harness.progress=false", "algo.kl_coef=0.05",
+    ]
+    env = {**os.environ, "RAY_AUTH_MODE": "disabled"}
+    first = subprocess.run([*common, "cluster.ranks_per_cell=2", "trainer.total_steps=1"], capture_output=True,
+                           text=True, timeout=600, env=env)
+    assert first.returncode == 0, first.stderr[-3000:]
+    second = subprocess.run([*common, "cluster.ranks_per_cell=1", "trainer.total_steps=2", "trainer.resume=true"],
+                            capture_output=True, text=True, timeout=600, env=env)
+    assert second.returncode == 0, second.stderr[-3000:]
+    steps = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert [(s["step"], s["version"]) for s in steps] == [(1, 1), (2, 2)]
+    assert all("kl" in s for s in steps)
+    assert os.readlink(run_dir / "checkpoints" / "latest") == "step_000002"
