@@ -13,7 +13,7 @@ def main(cfg: DictConfig) -> None:
     from hydra.types import RunMode
     from omegaconf import open_dict
 
-    from gyre.trainer.launch import run
+    from gyre.job import run
 
     hydra_cfg = HydraConfig.get()
     if hydra_cfg.mode == RunMode.MULTIRUN:

@@ -9,10 +9,12 @@ shift
 MODEL=${MODEL:?set MODEL to a local Hugging Face checkpoint folder}
 CELLS=${CELLS:-8}            # cells of GPUS_PER_CELL devices each; cell 0 is the core
 GPUS_PER_CELL=${GPUS_PER_CELL:-8}
+RANKS_PER_CELL=${RANKS_PER_CELL:-1}  # > 1: each cell's training replica is FSDP2-sharded over that many processes
 exec python -m gyre.main +recipe="$RECIPE" \
   model.path="$MODEL" model.dtype=bfloat16 \
   rollout=vllm rollout.device=cuda \
-  cluster.cells="$CELLS" cluster.gpus_per_cell="$GPUS_PER_CELL" cluster.backend=nccl cluster.capacity=32 \
+  cluster.cells="$CELLS" cluster.gpus_per_cell="$GPUS_PER_CELL" cluster.ranks_per_cell="$RANKS_PER_CELL" \
+  cluster.backend=nccl cluster.capacity=32 \
   harness.max_turns=100 harness.max_tokens=32768 \
   scheduler.batch_size=64 trainer.group_size=8 trainer.lr=1e-6 \
   trainer.max_tokens_per_microbatch=131072 trainer.attention_backend=flex \

@@ -2,7 +2,8 @@
 
 Members are Ray actor handles (called with ``.remote``) or local objects whose methods return awaitables
 (a group of groups: a cell is a group over its ranks, and the trainer is a group over cells). Membership
-changes at any time (``add`` / ``remove``).
+changes at any time. A group's members are either its own (``add`` / ``remove``) or those of one group of
+a ``Membership`` record, read afresh at every call (then the record is changed, not the group).
 
 A call is issued when the method is called and awaited for its collected result (``await group.m(x)``;
 ``.get()`` blocks, outside an event loop, for Ray members). A call already issued keeps the members it was
@@ -22,6 +23,7 @@ from typing import Any
 import ray
 
 from gyre.single_controller.dispatch import Collect, Dispatch, arguments, collect, mode_of
+from gyre.single_controller.membership import Membership
 from gyre.single_controller.stream import StreamCall
 
 
@@ -43,14 +45,21 @@ class GroupCall:
 
 
 class WorkerGroup:
-    def __init__(self, name: str, worker_cls: type, members: Sequence[Any] | Mapping[str, Any] = ()):
-        """``members``: a list (keyed by actor id) or a mapping id -> member. ``worker_cls`` declares the
-        dispatch mode of each method a group call may use (``@register``)."""
+    def __init__(self, name: str, worker_cls: type, members: Sequence[Any] | Mapping[str, Any] = (), *,
+                 membership: Membership | None = None, handles: Mapping[str, Any] | None = None):
+        """``members``: a list (keyed by actor id) or a mapping id -> member; or ``membership`` + ``handles``:
+        the members of group ``name`` in that record, by id. ``worker_cls`` declares the dispatch mode of
+        each method a group call may use (``@register``)."""
         self.name, self.worker_cls = name, worker_cls
+        self.membership, self.handles = membership, handles
         self._members: dict[str, Any] = {}
         self._lock = threading.Lock()
         self._streams: list[StreamCall] = []
         self.version = 0  # bumped on every membership change
+        if membership is not None:
+            if handles is None:
+                raise ValueError(f"worker group {name!r}: a membership-backed group needs the members' handles")
+            membership.subscribe(lambda _version: self._membership_changed())
         items = members.items() if isinstance(members, Mapping) else ((self.member_id(m), m) for m in members)
         for member_id, member in items:
             self.add(member, member_id)
@@ -65,27 +74,28 @@ class WorkerGroup:
     def _key(self, member_or_id: Any) -> str:
         return member_or_id if isinstance(member_or_id, str) else self.member_id(member_or_id)
 
-    @property
-    def ids(self) -> list[str]:
-        with self._lock:
-            return list(self._members)
-
-    @property
-    def members(self) -> list[Any]:
-        with self._lock:
-            return list(self._members.values())
-
     def items(self) -> list[tuple[str, Any]]:
+        if self.membership is not None:
+            return [(m, self.handles[m]) for m in self.membership.members(self.name)]  # type: ignore[index]
         with self._lock:
             return list(self._members.items())
 
+    @property
+    def ids(self) -> list[str]:
+        return [member_id for member_id, _ in self.items()]
+
+    @property
+    def members(self) -> list[Any]:
+        return [member for _, member in self.items()]
+
     def __len__(self) -> int:
-        return len(self._members)
+        return len(self.items())
 
     def __contains__(self, member_or_id: Any) -> bool:
-        return self._key(member_or_id) in self._members
+        return self._key(member_or_id) in self.ids
 
     def add(self, member: Any, member_id: str | None = None) -> None:
+        self._own_membership("add")
         key = member_id or self.member_id(member)
         with self._lock:
             if key in self._members:
@@ -95,6 +105,7 @@ class WorkerGroup:
         self._membership_changed()
 
     def remove(self, member_or_id: Any) -> Any:
+        self._own_membership("remove")
         key = self._key(member_or_id)
         with self._lock:
             if key not in self._members:
@@ -103,6 +114,10 @@ class WorkerGroup:
             member = self._members.pop(key)
         self._membership_changed()
         return member
+
+    def _own_membership(self, change: str) -> None:
+        if self.membership is not None:
+            raise RuntimeError(f"worker group {self.name!r} follows a membership record: {change} through the record")
 
     async def release(self, member_ids: Sequence[str]) -> None:
         """Wait until the given (departed) members hold no item of any streaming call of this group."""

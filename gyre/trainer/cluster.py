@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,12 +25,11 @@ import ray
 from gyre.cells.cell import Cell
 from gyre.cells.config import CellConfig
 from gyre.cells.remote import RemoteEngine
-from gyre.cells.roles import RoleMachine
 from gyre.protocol import PackedBatch
 from gyre.replica.step import reduce_stats
 from gyre.replica.transfer import Transfer, host_store
 from gyre.scheduler.state import CellView, Role
-from gyre.single_controller import StreamCall, WorkerGroup
+from gyre.single_controller import Membership, StreamCall, WorkerGroup
 
 log = logging.getLogger(__name__)
 
@@ -68,9 +68,11 @@ class Cluster:
             for cell_id in self.ids
         }
         ray.get([ref for cell in self.cells.values() for ref in cell.ready().pending])
-        self.roles = {cell_id: RoleMachine(cell_id) for cell_id in self.ids}
-        self.rollout = WorkerGroup("rollout", Cell)
-        self.trainer = WorkerGroup("trainer", Cell)
+        # The one record of which cell is where; the rollout and trainer groups, the scheduler's view and the
+        # role timeline all read it. Group names are the roles' names.
+        self.membership = Membership(self.ids)
+        self.rollout = WorkerGroup(Role.ROLLOUT.value, Cell, membership=self.membership, handles=self.cells)
+        self.trainer = WorkerGroup(Role.TRAIN.value, Cell, membership=self.membership, handles=self.cells)
         self.version = 0
         self.step: StreamCall | None = None
         self.step_members: set[str] = set()  # cells in the trainer group at any time during the running step
@@ -89,48 +91,59 @@ class Cluster:
         """A movement between ``cells`` (the core first: it sends, or receives the reduction)."""
         return Transfer(self.epoch, purpose, tuple(cells), self.cfg.host, self.port, self.cfg.backend)
 
+    def role(self, cell_id: str) -> Role:
+        """SWITCHING from the moment a switch is asked for (as the simulator shows it), else the cell's state."""
+        if self.membership.target_of(cell_id) is not None:
+            return Role.SWITCHING
+        return Role(self.membership.state(cell_id))
+
     def views(self) -> tuple[CellView, ...]:
-        return tuple(
-            CellView(cell_id, self.roles[cell_id].role, cell_id == self.core_id, self.cfg.capacity,
-                     self.roles[cell_id].target)
-            for cell_id in self.ids
-        )
+        def target(cell_id: str) -> Role | None:
+            to = self.membership.target_of(cell_id)
+            return None if to is None else Role(to)
+
+        return tuple(CellView(cell_id, self.role(cell_id), cell_id == self.core_id, self.cfg.capacity, target(cell_id))
+                     for cell_id in self.ids)
 
     # Start ------------------------------------------------------------------------------------------
 
     async def start_rollout(self) -> None:
         """Every cell begins serving rollouts."""
-        async with self._lock:
-            await self._switch_many({cell_id: Role.ROLLOUT for cell_id in self.ids})
+        await self.switch_many({cell_id: Role.ROLLOUT for cell_id in self.ids})
 
     # Role switches ----------------------------------------------------------------------------------
 
     async def switch(self, cell_id: str, to: Role) -> float:
         return (await self.switch_many({cell_id: to}))[cell_id]
 
-    async def switch_many(self, moves: dict[str, Role]) -> dict[str, float]:
+    def switch_many(self, moves: dict[str, Role]) -> Coroutine[Any, Any, dict[str, float]]:
         """Switch several cells at once, each to its role; returns each cell's switch seconds.
 
         The cells switch concurrently: the leaving rollout cells are marked draining together, so no drain
         moves sessions onto a cell that is itself leaving; satellites joining training pull the core's
         weights through one broadcast group; satellites leaving a running step push their gradients through
         one reduce. One bulk at a time (and never during a step's optimizer and weight-sync tail): the lock
-        keeps process groups and the trainer membership consistent."""
+        keeps process groups and the trainer membership consistent. The moves are planned when this is called
+        (the cells show their targets from then on, and a conflicting move fails here) and applied, when the
+        returned coroutine runs, as soon as the lock is free."""
+        self.membership.plan({cell_id: to.value for cell_id, to in moves.items()})
+        return self._switch_when_free(moves)
+
+    async def _switch_when_free(self, moves: dict[str, Role]) -> dict[str, float]:
         async with self._lock:
             return await self._switch_many(moves)
 
     async def _switch_many(self, moves: dict[str, Role]) -> dict[str, float]:
         started = time.perf_counter()
         self.epoch += 1
-        sources = {cell_id: self.roles[cell_id].role for cell_id in moves}
-        for cell_id, to in moves.items():
-            self.roles[cell_id].begin(to)
+        sources = {cell_id: Role(self.membership.state(cell_id)) for cell_id in moves}
+        self.membership.leave(moves)  # out of their groups: a running step's stream gives them nothing more
         joining = [c for c, to in moves.items() if to == Role.TRAIN]
         leaving = [c for c, to in moves.items() if to == Role.ROLLOUT]
         await asyncio.gather(self._to_train(joining, sources), self._to_rollout(leaving, sources))
         seconds = time.perf_counter() - started
+        self.membership.enter(moves)  # a running step's stream hands joining cells work at once
         for cell_id, to in moves.items():
-            self.roles[cell_id].finish()
             if sources[cell_id] != Role.IDLE:
                 key = "rollout_to_train_s" if to == Role.TRAIN else "train_to_rollout_s"
                 self.switch_log.append({"cell": cell_id, "kind": key, "seconds": seconds, "time": time.time(),
@@ -144,8 +157,6 @@ class Cluster:
         routed = [c for c in serving if self.router is not None and c in self.router.cells]
         if routed:
             self.drain_reports += await self.on_router_loop(self._drain_all(routed))
-        for cell_id in serving:
-            self.rollout.remove(cell_id)
         satellites = [c for c in cell_ids if c != self.core_id]
         entering = [self.core.enter_train(None)] if self.core_id in cell_ids else []
         if satellites:  # one broadcast of the core's weights to every joining satellite
@@ -153,8 +164,6 @@ class Cluster:
             entering.append(self.core.send_weights(transfer))
             entering += [self.cells[c].enter_train(transfer) for c in satellites]
         await asyncio.gather(*entering)
-        for cell_id in cell_ids:
-            self.trainer.add(self.cells[cell_id], cell_id)  # a running step's stream sees it at once
         if self.step is not None:
             self.step_members.update(cell_ids)
 
@@ -168,14 +177,10 @@ class Cluster:
         if not cell_ids:
             return
         training = [c for c in cell_ids if sources[c] == Role.TRAIN]
-        for cell_id in training:
-            self.trainer.remove(cell_id)
         await self.trainer.release(training)  # the micro-batches they hold finish: their gradients count
         if self.step is not None:
             await self._push_grads([c for c in training if c != self.core_id], "leave")
         await asyncio.gather(*[self.cells[c].enter_rollout() for c in cell_ids])
-        for cell_id in cell_ids:
-            self.rollout.add(self.cells[cell_id], cell_id)
         if self.router is not None:
             await self.on_router_loop(self._route_all(cell_ids))
 
@@ -256,7 +261,7 @@ class Cluster:
 
     async def _sync_weights(self) -> None:
         """Broadcast the core's new weights to every other cell (engines load them between calls)."""
-        others = [c for c in self.ids if c != self.core_id and self.roles[c].role != Role.DEAD]
+        others = [c for c in self.ids if c != self.core_id and not self.membership.is_dead(c)]
         if not others:
             return
         transfer = self._transfer("sync", [self.core_id, *others])
@@ -275,7 +280,7 @@ class Cluster:
         return self.version
 
     def seconds_in_roles(self) -> dict[str, dict[str, float]]:
-        return {cell_id: machine.seconds_in_roles() for cell_id, machine in self.roles.items()}
+        return {cell_id: self.membership.seconds_in_states(cell_id) for cell_id in self.ids}
 
     async def close(self) -> None:
         await asyncio.gather(*[cell.close() for cell in self.cells.values()], return_exceptions=True)

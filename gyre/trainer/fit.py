@@ -31,6 +31,7 @@ from gyre.scheduler import (
     SwitchCell,
 )
 from gyre.scheduler.policies import Policy
+from gyre.single_controller import MembershipError
 from gyre.trainer.buffer import ExecutionBuffer, Group, TaskSampler
 from gyre.trainer.metrics import logged_train_metrics
 from gyre.trainer.timeline import TimelineLog
@@ -85,7 +86,6 @@ class Driver:
         self.progress = progress
         self.steps_done = 0
         self.switching: dict[str, asyncio.Task] = {}
-        self.switching_to: dict[str, Role] = {}  # target of each cell in self.switching
         self.training: asyncio.Task | None = None
         self.running: set[asyncio.Future] = set()
         self.finished_log: list[dict[str, Any]] = []  # per execution, since the last step
@@ -102,8 +102,8 @@ class Driver:
     # Observation ------------------------------------------------------------------------------------
 
     def observe(self) -> SchedulerState:
-        return scheduler_state(self.cluster, self.buffer, self.switching_to, self.training is not None,
-                               self.steps_done, self.cfg.total_steps)
+        return scheduler_state(self.cluster, self.buffer, self.training is not None, self.steps_done,
+                               self.cfg.total_steps)
 
     # Actions ----------------------------------------------------------------------------------------
 
@@ -134,10 +134,14 @@ class Driver:
     def _switch(self, moves: dict[str, Role]) -> None:
         if not moves:
             return
-        task = asyncio.ensure_future(self.cluster.switch_many(moves))
-        for cell_id, to in moves.items():
+        try:
+            switching = self.cluster.switch_many(moves)  # planned now: the cells show their targets
+        except MembershipError as error:  # e.g. a cell asked into the role it is in: nothing to do
+            log.error("switch %s refused: %s", {c: to.value for c, to in moves.items()}, error)
+            return
+        task = asyncio.ensure_future(switching)
+        for cell_id in moves:
             self.switching[cell_id] = task
-            self.switching_to[cell_id] = to
         task.add_done_callback(lambda t, cells=tuple(moves): self._switch_done(cells, t))
 
     def _dispatch_group(self) -> None:
@@ -172,7 +176,6 @@ class Driver:
     def _switch_done(self, cells: tuple[str, ...], task: asyncio.Task) -> None:
         for cell_id in cells:
             self.switching.pop(cell_id, None)
-            self.switching_to.pop(cell_id, None)
         if not task.cancelled() and task.exception() is not None:
             log.error("switching cells %s failed: %s", ", ".join(cells), task.exception())
         self._wake.set()
@@ -343,7 +346,7 @@ class Driver:
         ``<run_dir>/timeline.png`` (and wandb), from ``timeline.jsonl``."""
         from gyre.plots import plot_timeline
 
-        self.timeline.record(self.cluster.roles, seen=True)
+        self.timeline.record(self.cluster.membership.timeline, seen=True)
         timelines, resumes = self.timeline.load()
         path = plot_timeline(timelines, time.time(), self.run_dir / "timeline.png", resumes=resumes,
                              title=f"cell roles ({self.policy.name}), step {self.steps_done}")
@@ -412,7 +415,7 @@ class Driver:
             self.apply_all(self.policy.decide(self.observe()))
             if self.progress is not None:
                 self.progress(self)
-            self.timeline.record(self.cluster.roles)
+            self.timeline.record(self.cluster.membership.timeline)
             self._wake.clear()
             try:
                 await asyncio.wait_for(self._wake.wait(), self.cfg.poll_s)

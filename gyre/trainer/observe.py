@@ -9,23 +9,18 @@ same state from its own world and applies the same actions.
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any
 
 from gyre.scheduler import Action, Role, SchedulerState, SwitchCell
 from gyre.trainer.buffer import ExecutionBuffer
 
 
-def scheduler_state(cluster: Any, buffer: ExecutionBuffer, switching_to: dict[str, Role], training: bool,
-                    steps_done: int, total_steps: int) -> SchedulerState:
-    """``switching_to``: cells the driver has asked to switch and that have not finished, with their target
-    (they show as SWITCHING from the moment the switch is asked for, as in the simulator)."""
-    cells = tuple(
-        replace(view, role=Role.SWITCHING, switching_to=switching_to[view.id]) if view.id in switching_to else view
-        for view in cluster.views()
-    )
+def scheduler_state(cluster: Any, buffer: ExecutionBuffer, training: bool, steps_done: int,
+                    total_steps: int) -> SchedulerState:
+    """Cells the driver has asked to switch show as SWITCHING, with their target, from the moment the switch
+    is asked for (as in the simulator): the cluster's membership record holds the planned moves."""
     return SchedulerState(
-        cells=cells,
+        cells=cluster.views(),
         policy_version=cluster.version,
         running=buffer.running,
         ready=buffer.ready_count,

@@ -2,8 +2,8 @@
 
 ``<run_dir>/timeline.jsonl`` is append-only. Each process of the run (the first, and each resume) is a
 *session*; it appends every role change as ``{"session": n, "cell": id, "role": name, "time": t}`` and, at
-each plot, a sign of life ``{"session": n, "seen": true, "time": t}``. Times are wall-clock seconds (role
-machines keep monotonic time, which does not carry across processes). When plotting, a session's cells
+each plot, a sign of life ``{"session": n, "seen": true, "time": t}``. Times are wall-clock seconds (the
+membership record keeps monotonic time, which does not carry across processes). When plotting, a session's cells
 end at its last sign of life; the gap until the next session is drawn empty and the resume is marked.
 """
 
@@ -32,14 +32,15 @@ class TimelineLog:
             self.path.unlink(missing_ok=True)
         self.session = 1 + max((row["session"] for row in self._rows()), default=-1)
 
-    def record(self, machines: dict[str, Any], *, seen: bool = False) -> None:
-        """Append the role changes of ``machines`` (cell id -> `RoleMachine`) not written yet."""
+    def record(self, timelines: dict[str, list[tuple[float, str]]], *, seen: bool = False) -> None:
+        """Append the role changes not written yet of ``timelines`` (cell id -> ``[(monotonic time, role
+        name), ...]``, as ``Membership.timeline`` keeps them)."""
         rows = []
-        for cell, machine in machines.items():
-            new = machine.timeline[self._written.get(cell, 0):]
-            rows += [{"session": self.session, "cell": cell, "role": role.value, "time": at + self._wall_offset}
+        for cell, timeline in timelines.items():
+            new = timeline[self._written.get(cell, 0):]
+            rows += [{"session": self.session, "cell": cell, "role": role, "time": at + self._wall_offset}
                      for at, role in new]
-            self._written[cell] = len(machine.timeline)
+            self._written[cell] = len(timeline)
         if seen:
             rows.append({"session": self.session, "seen": True, "time": time.time()})
         if rows:

@@ -46,7 +46,10 @@ class StandInCluster:
         self.cfg = type("Cfg", (), {"capacity": CAPACITY})()
 
     def views(self) -> tuple[CellView, ...]:
-        return tuple(CellView(c, self.roles[c], c == "c0", CAPACITY, None, CAPACITY) for c in self.ids)
+        """As the real cluster shows them: a cell asked to switch is SWITCHING, with its target, until it lands."""
+        targets = {cell: to for moves, _ in self.pending_switches for cell, to in moves.items()}
+        return tuple(CellView(c, Role.SWITCHING if c in targets else self.roles[c], c == "c0", CAPACITY,
+                              targets.get(c), CAPACITY) for c in self.ids)
 
     def switch_many(self, moves: dict[str, Role]) -> asyncio.Future:
         future = asyncio.get_running_loop().create_future()

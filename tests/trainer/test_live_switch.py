@@ -24,7 +24,7 @@ def test_switches_during_live_executions_lose_and_duplicate_nothing(ray_session,
         def on_router_loop(coroutine):
             return asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coroutine, server.loop))
 
-        cluster = Cluster(ClusterConfig(cells=2, cpus_per_cell=0.5, cell={"engine": {"max_batch_size": 16}}),
+        cluster = Cluster(ClusterConfig(cells=2, cpus_per_cell=0.5, cell={"rollout": {"kind": "hf", "max_batch_size": 16}}),
                           router=proxy.router, on_router_loop=on_router_loop)
         await cluster.start_rollout()
         keys = {f"ex{i}": proxy.open_execution(f"ex{i}") for i in range(SESSIONS)}

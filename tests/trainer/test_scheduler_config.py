@@ -8,7 +8,7 @@ from hydra import compose, initialize_config_dir
 from gyre.config import ConfigError, build
 from gyre.scheduler import SchedulerConfig
 from gyre.sim.config import CONF_DIR
-from gyre.trainer.launch import loop_config
+from gyre.job import loop_config
 
 
 def composed(*overrides: str):

@@ -4,20 +4,19 @@ from __future__ import annotations
 
 import json
 
-from gyre.cells.roles import RoleMachine
 from gyre.plots import ROLE_COLOURS, plot_timeline
 from gyre.scheduler.state import Role
+from gyre.single_controller import Membership
 from gyre.trainer.timeline import STOPPED, TimelineLog
 
 
 def session(path, keep: bool, to: Role) -> TimelineLog:
     log = TimelineLog(path)
     log.start(keep=keep)
-    machine = RoleMachine("cell0")
-    machine.begin(to)
-    machine.finish()
-    log.record({"cell0": machine}, seen=True)
-    log.record({"cell0": machine}, seen=False)  # nothing new: nothing written twice
+    membership = Membership(["cell0"])
+    membership.move({"cell0": to.value})
+    log.record(membership.timeline, seen=True)
+    log.record(membership.timeline, seen=False)  # nothing new: nothing written twice
     return log
 
 
