@@ -24,6 +24,7 @@ setup(
         # gyre itself speaks HTTP with the standard library (the reference agent) and FastAPI/uvicorn.
         "test": [
             "pytest>=8", "pytest-timeout>=2.3", "openai>=1.50", "anthropic>=0.40", "httpx>=0.27",
+            "aiohttp>=3.9",  # benchmarks/proxy_overhead.py's load generator
             "mini-swe-agent>=2.4",
         ],
         "harnesses": ["mini-swe-agent>=2.4"],
