@@ -37,21 +37,31 @@ def without_moved(section: Any, prefix: str, moved: dict[str, str]) -> dict[str,
     """The section as a plain dict without the keys that moved to another section (each kept in its old
     yaml as null, so that setting it anywhere reaches this check); a value set for one is an error naming
     the key to use instead."""
+    return _without_retired(section, prefix, {key: f"moved to {new}: set {new} instead" for key, new in moved.items()})
+
+
+def without_removed(section: Any, prefix: str, removed: dict[str, str]) -> dict[str, Any]:
+    """The section as a plain dict without the keys that were removed (kept in their old yaml as null, like
+    moved keys); a value set for one is an error naming the key and saying what to use instead."""
+    return _without_retired(section, prefix, {key: f"was removed: {instead}" for key, instead in removed.items()})
+
+
+def _without_retired(section: Any, prefix: str, why: dict[str, str]) -> dict[str, Any]:
     values = dict(to_plain(section) or {})
-    for key, new in moved.items():
+    for key, reason in why.items():
         if values.pop(key, None) is not None:
-            raise ConfigError(f"{prefix}.{key} moved to {new}: set {new} instead")
+            raise ConfigError(f"{prefix}.{key} {reason}")
     return values
 
 
-def without_removed(values: dict[str, Any], prefix: str, removed: dict[str, str]) -> dict[str, Any]:
-    """``values`` without the keys that were removed (each kept in its old yaml as null, like moved keys);
-    a value set for one is an error naming the key and saying what to use instead (``removed[key]``)."""
-    values = dict(values)
-    for key, instead in removed.items():
-        if values.pop(key, None) is not None:
-            raise ConfigError(f"{prefix}.{key} was removed: {instead}")
-    return values
+def reject_unknown(keys: Any, known: set[str], prefix: str, what: str = "unknown key") -> None:
+    """A clear error for the first of ``keys`` not in ``known``: the key, what is wrong, the known keys and
+    the closest one (a typo)."""
+    for key in keys:
+        if key not in known:
+            match = closest(key, known)
+            hint = f"; did you mean {prefix}.{match}?" if match else ""
+            raise ConfigError(f"{prefix}.{key}: {what} (known: {', '.join(sorted(known))}){hint}")
 
 
 def build(cls: type[T], section: Any, prefix: str, **overrides: Any) -> T:
@@ -59,12 +69,8 @@ def build(cls: type[T], section: Any, prefix: str, **overrides: Any) -> T:
     values = dict(to_plain(section) or {})
     values.update(overrides)
     hints = typing.get_type_hints(cls)
-    fields = {f.name for f in dataclasses.fields(cls)}
+    reject_unknown(values, {f.name for f in dataclasses.fields(cls)}, prefix)
     for key, value in values.items():
-        if key not in fields:
-            match = closest(key, fields)
-            hint = f"; did you mean {prefix}.{match}?" if match else ""
-            raise ConfigError(f"{prefix}.{key}: unknown key (known: {', '.join(sorted(fields))}){hint}")
         if not _matches(value, hints[key]):
             raise ConfigError(f"{prefix}.{key}: expected {_name(hints[key])}, got {value!r}")
     try:

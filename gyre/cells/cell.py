@@ -36,7 +36,6 @@ class Cell:
             for rank in range(cfg.ranks)
         ]
         self.ranks = WorkerGroup(f"{cfg.cell_id}/ranks", CellRank, {f"{cfg.cell_id}/{r}": a for r, a in enumerate(actors)})
-        self.rank_actors = actors
         self.engine_rank = actors[0]  # serves the router
 
     def ready(self) -> GroupCall:

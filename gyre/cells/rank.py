@@ -217,16 +217,16 @@ class CellRank:
             from gyre.replica.checkpoint import save_checkpoint
 
             state = {"optimizer": optimizer_state, "version": self.version}
-            await asyncio.to_thread(save_checkpoint, Path(folder), _WithState(self.replica.model, model_state),
-                                    load_tokenizer(self.cfg.model_path), state)
+            await asyncio.to_thread(save_checkpoint, Path(folder), self.replica.model, load_tokenizer(self.cfg.model_path),
+                                    state, state_dict=model_state)
 
     @register(Dispatch.ONE_TO_ALL, Collect.FIRST)
     async def load_checkpoint(self, folder: str) -> int:
-        from gyre.replica.checkpoint import load_trainer_state
+        from gyre.replica.checkpoint import load_trainer_state, read_weights
 
         assert self.replica is not None and self.replica.optimizer is not None
         state = load_trainer_state(Path(folder))
-        model_state = await asyncio.to_thread(_read_weights, Path(folder), self.cfg.dtype)
+        model_state = await asyncio.to_thread(read_weights, Path(folder), self.cfg.dtype)
         await asyncio.to_thread(self.replica.load_full_state, model_state, state["optimizer"])
         self.version = int(state["version"])
         await self._load_engine(await asyncio.to_thread(self.replica.full_params))
@@ -252,19 +252,3 @@ class CellRank:
         if dist.is_initialized():
             dist.destroy_process_group()
 
-
-class _WithState:
-    """A model whose ``save_pretrained`` writes the given (gathered) state dict instead of its own."""
-
-    def __init__(self, model: torch.nn.Module, state: dict[str, torch.Tensor]):
-        self.model, self.state = model, state
-
-    def save_pretrained(self, folder: Any, **kwargs: Any) -> None:
-        self.model.save_pretrained(folder, state_dict=self.state, **kwargs)
-
-
-def _read_weights(folder: Path, dtype: str) -> dict[str, torch.Tensor]:
-    from transformers import AutoModelForCausalLM
-
-    saved = AutoModelForCausalLM.from_pretrained(folder, dtype=getattr(torch, dtype), local_files_only=True)
-    return saved.state_dict()

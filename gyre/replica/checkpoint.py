@@ -24,17 +24,19 @@ def step_folder(checkpoints: Path, step: int) -> Path:
     return Path(checkpoints) / f"step_{step:06d}"
 
 
-def save_checkpoint(folder: Path, model: Any, tokenizer: Any, trainer_state: dict[str, Any] | None = None) -> Path:
+def save_checkpoint(folder: Path, model: Any, tokenizer: Any, trainer_state: dict[str, Any] | None = None,
+                    state_dict: dict[str, Any] | None = None) -> Path:
     """Write ``model`` + ``tokenizer`` (+ ``trainer_state``) as an HF folder at ``folder`` (atomically: a
-    staging folder renamed into place). ``latest`` is not moved: call `mark_latest` once everything that
-    belongs in the checkpoint is there."""
+    staging folder renamed into place); ``state_dict``, when given, holds the weights to write instead of
+    the model's own (a sharded model's, gathered). ``latest`` is not moved: call `mark_latest` once
+    everything that belongs in the checkpoint is there."""
     import torch
 
     folder = Path(folder)
     folder.parent.mkdir(parents=True, exist_ok=True)
     staging = folder.with_name(f".{folder.name}.tmp")
     shutil.rmtree(staging, ignore_errors=True)
-    model.save_pretrained(staging, safe_serialization=True)
+    model.save_pretrained(staging, safe_serialization=True, state_dict=state_dict)
     tokenizer.save_pretrained(staging)
     if trainer_state is not None:
         torch.save(trainer_state, staging / TRAINER_STATE)
@@ -70,9 +72,15 @@ def load_trainer_state(folder: Path) -> dict[str, Any]:
     return torch.load(path, map_location="cpu", weights_only=False)
 
 
-def load_weights_into(model: Any, folder: Path) -> None:
-    """Copy the weights of HF checkpoint ``folder`` into the live ``model`` (same architecture), in place."""
+def read_weights(folder: Path, dtype: Any) -> dict[str, Any]:
+    """The state dict of HF checkpoint ``folder``, in ``dtype`` (a torch dtype or its name)."""
+    import torch
     from transformers import AutoModelForCausalLM
 
-    saved = AutoModelForCausalLM.from_pretrained(folder, dtype=next(model.parameters()).dtype, local_files_only=True)
-    model.load_state_dict(saved.state_dict())
+    dtype = getattr(torch, dtype) if isinstance(dtype, str) else dtype
+    return AutoModelForCausalLM.from_pretrained(folder, dtype=dtype, local_files_only=True).state_dict()
+
+
+def load_weights_into(model: Any, folder: Path) -> None:
+    """Copy the weights of HF checkpoint ``folder`` into the live ``model`` (same architecture), in place."""
+    model.load_state_dict(read_weights(folder, next(model.parameters()).dtype))

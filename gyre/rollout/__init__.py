@@ -49,7 +49,7 @@ def make_engine_from_config(rollout: Mapping[str, Any], *, model_path: str, engi
     ``kind`` picks the engine, every other key (``device`` included) is an argument of its constructor.
     The one way training cells, ``gyre.serve`` and ``gyre.eval`` build engines. An unknown ``kind`` or key
     fails naming it (``rollout.<key>``) before anything is loaded."""
-    from gyre.config import ConfigError, closest
+    from gyre.config import ConfigError, reject_unknown
 
     settings = dict(rollout.items())
     kind = settings.pop("kind", None)
@@ -57,11 +57,7 @@ def make_engine_from_config(rollout: Mapping[str, Any], *, model_path: str, engi
         given = " is missing" if kind is None else f"={kind!r} is not an engine"
         raise ConfigError(f"rollout.kind{given}; known kinds: {', '.join(ENGINE_KINDS)}")
     known = set(inspect.signature(engine_class(kind)).parameters) - {"model_path", "engine_id"}
-    for key in settings:
-        if key not in known:
-            match = closest(key, known)
-            hint = f"; did you mean rollout.{match}?" if match else ""
-            raise ConfigError(f"rollout.{key}: not a setting of the {kind} engine (known: {', '.join(sorted(known))}){hint}")
+    reject_unknown(settings, known, "rollout", f"not a setting of the {kind} engine")
     if settings.get("engine_args") is not None:
         settings["engine_args"] = dict(settings["engine_args"])
     return make_engine(kind, model_path=model_path, engine_id=engine_id, **settings)

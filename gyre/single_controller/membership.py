@@ -110,15 +110,6 @@ class Membership:
         self.leave(moves)
         self.enter(moves)
 
-    def drop(self, member_ids: Iterable[str]) -> None:
-        """Members leave their groups for none (idle), with no move planned."""
-        ids = [self._known(m) for m in member_ids]
-        for member_id in ids:
-            if member_id in self._target:
-                raise MembershipError(f"{member_id} is moving to {self._target[member_id]}: let the move finish")
-            self._group[member_id] = None
-        self._changed(dict.fromkeys(ids, IDLE))
-
     def fail(self, member_ids: Iterable[str]) -> None:
         """Members that can no longer work: out of every group, moves dropped."""
         ids = [self._known(m) for m in member_ids]

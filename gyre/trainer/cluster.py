@@ -68,10 +68,9 @@ class Cluster:
             for cell_id in self.ids
         }
         ray.get([ref for cell in self.cells.values() for ref in cell.ready().pending])
-        # The one record of which cell is where; the rollout and trainer groups, the scheduler's view and the
-        # role timeline all read it. Group names are the roles' names.
+        # The one record of which cell is where; the trainer group, the scheduler's view and the role timeline
+        # all read it. Group names are the roles' names.
         self.membership = Membership(self.ids)
-        self.rollout = WorkerGroup(Role.ROLLOUT.value, Cell, membership=self.membership, handles=self.cells)
         self.trainer = WorkerGroup(Role.TRAIN.value, Cell, membership=self.membership, handles=self.cells)
         self.version = 0
         self.step: StreamCall | None = None
