@@ -3,6 +3,7 @@
     python benchmarks/sim_grid.py --out grid.json             # the whole grid (~10 minutes on one CPU core)
     python benchmarks/sim_grid.py --only base cells_128 --out some.json
     python benchmarks/sim_grid.py --seeds 3 --out grid3.json  # medians over three workload seeds (3x longer)
+    python benchmarks/sim_grid.py --stream-from 0.1 --out grid_streamed.json  # steps stream in their batch's tail
 
 Every scenario changes one thing of a base run (a DeepSWE-shaped 122B MoE run, conf/sim/deepswe_122b.yaml:
 32 cells of 8 GPUs, 1024 executions per step, max_staleness 1, the default stale_policy, the paper's switch
@@ -50,8 +51,8 @@ class Scenario:
     train_ratio: float | None = None  # training cost per execution as a multiple of its rollout cost
     on_base: bool = True  # apply the base overrides first
 
-    def config(self, seed: int = 0) -> RootCfg:
-        overrides = (BASE[1] if self.on_base else []) + self.overrides + [f"sim.seed={seed}"]
+    def config(self, seed: int = 0, extra: list[str] | None = None) -> RootCfg:
+        overrides = (BASE[1] if self.on_base else []) + self.overrides + [f"sim.seed={seed}", *(extra or [])]
         root = load_config(self.preset, overrides)
         if self.train_ratio is not None:
             root = with_train_ratio(root, overrides, self.preset, self.train_ratio)
@@ -114,12 +115,12 @@ def paper_switch(root: RootCfg) -> bool:
 SPREAD = ("vs_colocate", "vs_async_best", "vs_ideal", "length_bias")  # reported with min and max over seeds
 
 
-def run(scenario: Scenario, seeds: int = 1) -> dict[str, Any]:
+def run(scenario: Scenario, seeds: int = 1, extra: list[str] | None = None) -> dict[str, Any]:
     """The scenario's figures at workload seeds 0..seeds-1: the median of each, with min and max of ``SPREAD``."""
     started = time.perf_counter()
     runs = []
     for seed in range(seeds):
-        root = scenario.config(seed)
+        root = scenario.config(seed, extra)
         runs.append(compare(root).figures())
     figures: dict[str, Any] = {}
     for key, value in runs[0].items():
@@ -132,7 +133,7 @@ def run(scenario: Scenario, seeds: int = 1) -> dict[str, Any]:
         figures[f"{key}_max"] = max(r[key] for r in runs)
     figures["max_vs_ideal"] = max(r["max_vs_ideal"] for r in runs)
     figures.update(cells=root.sim.cells, batch_size=root.scheduler.batch_size, max_staleness=root.scheduler.max_staleness,
-                   stale_policy=root.scheduler.stale_policy, paper_switch=paper_switch(root), seeds=seeds,
+                   stale_policy=root.scheduler.stale_policy, stream_from=root.scheduler.stream_from, paper_switch=paper_switch(root), seeds=seeds,
                    seconds=time.perf_counter() - started)
     return figures
 
@@ -177,6 +178,9 @@ def main() -> dict[str, Any]:
     parser.add_argument("--only", nargs="+", default=None, help="run only these scenarios")
     parser.add_argument("--out", default=None, help="write the flat JSON object here")
     parser.add_argument("--seeds", type=int, default=1, help="workload seeds per scenario (figures: the median)")
+    parser.add_argument("--stream-from", type=float, default=None,
+                        help="scheduler.stream_from for every policy of every scenario (async and elastic start a "
+                             "step on this share of its batch; simulated only)")
     parser.add_argument("--list", action="store_true", help="list the scenarios and exit")
     args = parser.parse_args()
     console = Console(width=170)
@@ -188,7 +192,8 @@ def main() -> dict[str, Any]:
     rows: dict[str, dict[str, Any]] = {}
     started = time.perf_counter()
     for scenario in chosen:
-        rows[scenario.name] = run(scenario, args.seeds)
+        extra = [f"scheduler.stream_from={args.stream_from}"] if args.stream_from is not None else []
+        rows[scenario.name] = run(scenario, args.seeds, extra)
         r = rows[scenario.name]
         console.print(f"{scenario.name}: vs colocate {r['vs_colocate']:.2f}x, vs async best {r['vs_async_best']:.2f}x "
                       f"(split {r['async_best_split']}), vs ideal {r['vs_ideal']:.2f}, length bias {r['length_bias']:.2f} "
@@ -201,7 +206,7 @@ def main() -> dict[str, Any]:
     for name, r in rows.items():
         for key in ("vs_colocate", "vs_async_best", "vs_ideal", "length_bias", "length_bias_all", "per_step_vs_colocate",
                     "per_step_vs_async_best", "async_best_split", "colocate_vs_ideal", "async_vs_ideal", "max_vs_ideal",
-                    "async_length_bias", "elastic_switches", "elastic_aborted", "cells", "batch_size",
+                    "async_length_bias", "elastic_switches", "elastic_aborted", "cells", "batch_size", "stream_from",
                     *(f"{k}_{end}" for k in SPREAD for end in ("min", "max"))):
             flat[f"{name}.{key}"] = r[key]
     flat.update({f"targets.{k}": v for k, v in checks.items()})

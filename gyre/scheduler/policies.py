@@ -17,10 +17,15 @@ loss's importance weights, so long executions are not selected against. With ``d
 than ``max_staleness`` versions old cannot be trained: ready ones are dropped when a step starts, and
 running ones are aborted (``AbortStale``) as soon as no step can take them, freeing their slots; what can
 no longer be trained counts neither in the look-ahead budget nor in the outstanding work.
+
+Streaming steps (``stream_from < 1``; simulated only so far). Async and elastic start a step once that share
+of its batch is ready; the step takes the rest as it completes, and the executions it still waits for count
+as the batch being generated, so the look-ahead stays what ``max_staleness`` says.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from gyre.scheduler.state import (
@@ -83,6 +88,10 @@ class Policy:
         assert oldest is not None
         return [AbortStale(oldest)]
 
+    def batch_ready(self, state: SchedulerState) -> bool:
+        """Enough is ready to start a step (its first ``stream_from`` share; the rest streams in)."""
+        return self.trainable(state) >= max(1, math.ceil(self.cfg.stream_from * self.cfg.batch_size))
+
     def start_step(self, state: SchedulerState) -> StartTrainStep:
         return StartTrainStep(self.cfg.batch_size, drop_stale=self.stale(state))
 
@@ -92,7 +101,7 @@ class Policy:
         step will bump the version before anything dispatched now can be trained, so an execution started
         now is already one version old when it is trained at the earliest."""
         ahead = self.cfg.max_staleness + (0 if state.training else 1)
-        limit = ahead * self.cfg.batch_size
+        limit = ahead * self.cfg.batch_size + (state.step_waiting if state.training else 0)
         budget = limit - self.running(state) - self.trainable(state)
         if state.executions_left is not None:
             budget = min(budget, state.executions_left)
@@ -153,7 +162,7 @@ class AsyncPolicy(Policy):
         count = min(self.dispatch_budget(state), max(0, serving - self.running(state)))
         if count:
             actions.append(Dispatch(count))
-        if not state.training and self.trainable(state) >= self.cfg.batch_size and state.core.role == Role.TRAIN:
+        if not state.training and self.batch_ready(state) and state.core.role == Role.TRAIN:
             actions.append(self.start_step(state))
         return actions
 
@@ -223,13 +232,11 @@ class ElasticPolicy(Policy):
         super().__init__(cfg)
         self._moved: dict[str, tuple[int, Role]] = {}  # cell id -> (phase, role) of its last move
 
-    def batch_ready(self, state: SchedulerState) -> bool:
-        return self.trainable(state) >= self.cfg.batch_size
-
     def outstanding(self, state: SchedulerState) -> int:
         """``w``: trainable running executions plus the look-ahead that rollout holds cells for."""
         running = self.running(state)
         one_ahead = (min(self.cfg.max_staleness, 1) + (0 if state.training else 1)) * self.cfg.batch_size
+        one_ahead += state.step_waiting if state.training else 0
         room = max(0, one_ahead - running - self.trainable(state))
         return running + min(self.dispatch_budget(state), room)
 

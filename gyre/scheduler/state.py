@@ -67,6 +67,7 @@ class SchedulerState:
     train_left_s: float | None = None  # training compute the running step still needs, or the next step when a
     # batch is ready and none runs, in seconds of one training cell
     join_s: float | None = None  # seconds from a rollout cell's switch to its first micro-batch (switch + weight pull)
+    step_waiting: int = 0  # executions the running step still waits for (a step streams in its batch's tail)
 
     def ready_below(self, version: int) -> int:
         """Ready executions generated under a policy version older than ``version``."""
@@ -111,7 +112,12 @@ class SwitchCell:
 @dataclass(frozen=True)
 class StartTrainStep:
     """Drop the ``drop_stale`` oldest ready executions, then consume the next ``count`` into one training
-    step. Oldest means lowest policy version, then earliest finished; both appliers order them so."""
+    step. Oldest means lowest policy version, then earliest finished; both appliers order them so.
+
+    With ``stream_from < 1`` a step starts before ``count`` are ready: it takes what is ready now and the
+    rest as each group completes (``SchedulerState.step_waiting`` counts what it still waits for), and its
+    trainers compute what they hold meanwhile. Simulated only so far: the driver starts a step on a full
+    batch and refuses ``stream_from < 1``."""
 
     count: int
     drop_stale: int = 0  # ready executions too stale to train on (stale_policy=drop)
@@ -136,11 +142,15 @@ class SchedulerConfig:
     # the most policy versions a trained execution may lag behind the trainer
     stale_policy: str = "keep"  # keep: train every execution, IS-corrected in the loss | drop: discard staler ones
     rollout_cells: int = 2  # async only: fixed number of rollout cells
+    stream_from: float = 1.0  # async and elastic: a step starts once this share of its batch is ready and the rest
+    # streams in as it completes (colocate waits for the whole batch by definition); < 1 is simulated only
 
     def __post_init__(self) -> None:
         if self.batch_size < 1:
             raise ValueError(f"scheduler.batch_size must be >= 1, got {self.batch_size}")
         if self.max_staleness < 0:
             raise ValueError(f"scheduler.max_staleness must be >= 0, got {self.max_staleness}")
+        if not 0.0 < self.stream_from <= 1.0:
+            raise ValueError(f"scheduler.stream_from must be in (0, 1], got {self.stream_from}")
         if self.stale_policy not in ("drop", "keep"):
             raise ValueError(f"scheduler.stale_policy must be 'drop' or 'keep', got {self.stale_policy!r}")

@@ -123,6 +123,7 @@ class SchedulerSection:
     max_staleness: int = MISSING
     stale_policy: str = MISSING
     rollout_cells: int | None = MISSING
+    stream_from: float = MISSING
 
 
 @dataclass

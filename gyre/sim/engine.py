@@ -155,7 +155,8 @@ class Simulator:
         compute = overhead = 0
         if step is not None:
             if step.phase == COMPUTE:
-                compute, overhead = len(step.contributors), len(step.pulling)
+                compute = 0 if step.stalled else len(step.contributors)
+                overhead = len(step.pulling)
             else:
                 overhead = train
         serving = self.role_count[Role.ROLLOUT]
@@ -226,6 +227,8 @@ class Simulator:
             self.ready.extend(members)
             self.ready_versions.extend([version] * len(members))
             self.grouped_done += len(members)
+            if self.step is not None and self.step.waiting > 0:
+                self._stream_in(self.step.waiting)
 
     def _on_switch_done(self, cell: int) -> None:
         to = self.switching_to[cell]
@@ -261,6 +264,9 @@ class Simulator:
             return
         if step.phase == COMPUTE:
             step.advance(self.now, self.train.cell_flops)
+            if step.waiting > 0:
+                step.remaining = 0.0
+                return  # stalled until more executions stream in
             step.remaining = 0.0
             step.phase = SYNC
             step.compute_end = self.now
@@ -289,7 +295,8 @@ class Simulator:
             running=self.dispatched - self.grouped_done - len(self.aborted_ids), ready=len(self.ready),
             ready_versions=self._versions["ready"], running_versions=self._versions["running"],
             training=self.step is not None, steps_done=self.steps_done, total_steps=self.root.sim.steps,
-            executions_left=left, train_left_s=self._train_left_s(), join_s=self.join_s)
+            executions_left=left, train_left_s=self._train_left_s(), join_s=self.join_s,
+            step_waiting=self.step.waiting if self.step is not None else 0)
 
     def _train_left_s(self) -> float | None:
         """Compute the running step still needs (one cell's seconds); with none running, the next step's
@@ -299,7 +306,8 @@ class Simulator:
             if step.phase != COMPUTE:
                 return 0.0
             done = (self.now - step.last) * len(step.contributors) * cell_flops
-            return max(0.0, step.remaining - done) / cell_flops
+            coming = step.waiting * self.train_flops / len(self.trained_ids) if self.trained_ids else 0.0
+            return (max(0.0, step.remaining - done) + coming) / cell_flops
         if not self.trained_ids:
             return None
         return self.train_flops / len(self.trained_ids) * self.sched.batch_size / cell_flops
@@ -443,29 +451,48 @@ class Simulator:
         if not cells:
             raise SimulationError("StartTrainStep with no cell in TRAIN")
         ready, drop, count = len(self.ready), action.drop_stale, action.count
-        if count < 1 or drop < 0 or drop + count > ready:
+        if count < 1 or drop < 0 or drop >= ready:
             raise SimulationError(f"StartTrainStep(count={count}, drop_stale={drop}) but {ready} executions are ready")
         # Oldest first: by the policy version they were generated under, then by finish order.
         order = sorted(range(ready), key=lambda k: (self.ready_versions[k], k))
-        dropped, used, kept = order[:drop], order[drop:drop + count], sorted(order[drop + count:])
+        dropped = order[:drop]
         self.dropped_ids += [self.ready[k] for k in dropped]
+        for k in dropped:
+            self._count("ready", self.ready_versions[k], -1)
+        kept = sorted(order[drop:])
+        self.ready, self.ready_versions = [self.ready[k] for k in kept], [self.ready_versions[k] for k in kept]
+        self.step_log.append({"start": self.now, "ids": [], "tree_tokens": 0.0, "policy_tokens": 0.0,
+                              "dropped": drop, "cells": len(cells)})
+        self.step = TrainingStep(index=self.steps_done, flops=0.0, started=self.now, executions=0,
+                                 tree_tokens=0.0, contributors=cells, waiting=count)
+        self._stream_in(count)
+        return True
+
+    def _stream_in(self, most: int) -> None:
+        """Hand the running step up to ``most`` ready executions, oldest first."""
+        step = self.step
+        assert step is not None
+        order = sorted(range(len(self.ready)), key=lambda k: (self.ready_versions[k], k))
+        used, kept = order[:most], sorted(order[most:])
+        if not used:
+            return
         used_ids = [self.ready[k] for k in used]
         self.trained_ids += used_ids
         self.staleness += [self.version - self.ready_versions[k] for k in used]
-        for k in order[:drop + count]:
+        for k in used:
             self._count("ready", self.ready_versions[k], -1)
         self.ready, self.ready_versions = [self.ready[k] for k in kept], [self.ready_versions[k] for k in kept]
         idx = np.asarray(used_ids, dtype=np.int64)
         tokens = float((self.table.tree_tokens[idx] * self.table.progress[idx]).sum())
         flops = self.train.flops(tokens)
         self.train_flops += flops
-        self.step_log.append({"start": self.now, "ids": used_ids, "tree_tokens": tokens,
-                              "policy_tokens": float((self.table.policy_tokens[idx] * self.table.progress[idx]).sum()),
-                              "dropped": drop, "cells": len(cells)})
-        self.step = TrainingStep(index=self.steps_done, flops=flops, started=self.now, executions=count,
-                                 tree_tokens=tokens, contributors=cells)
+        log = self.step_log[-1]
+        log["ids"] += used_ids
+        log["tree_tokens"] += tokens
+        log["policy_tokens"] += float((self.table.policy_tokens[idx] * self.table.progress[idx]).sum())
+        step.advance(self.now, self.train.cell_flops)
+        step.add(flops, len(used_ids), tokens)
         self._reschedule_train()
-        return True
 
     # End of run ----------------------------------------------------------------------------------------
 

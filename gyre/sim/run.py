@@ -14,7 +14,8 @@ def scheduler_config(root: RootCfg, policy: str, world: World) -> SchedulerConfi
     sched = root.scheduler
     rollout_cells = sched.rollout_cells if sched.rollout_cells is not None else world.async_rollout_cells()
     return SchedulerConfig(name=policy, batch_size=sched.batch_size, max_staleness=sched.max_staleness,
-                           stale_policy=sched.stale_policy, rollout_cells=rollout_cells)
+                           stale_policy=sched.stale_policy, rollout_cells=rollout_cells,
+                           stream_from=sched.stream_from)
 
 
 def simulate(root: RootCfg, policies: list[str] | None = None, world: World | None = None) -> list[SimResult]:

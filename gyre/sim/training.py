@@ -32,6 +32,7 @@ class TrainingStep:
     epoch: int = 0  # bumps whenever the finish time may have moved (stale heap entries are skipped)
     compute_end: float = math.nan
     peak_cells: int = 0
+    waiting: int = 0  # executions still to stream in (their FLOPs are added as they become ready)
 
     def __post_init__(self) -> None:
         self.remaining = self.flops
@@ -43,9 +44,24 @@ class TrainingStep:
             self.remaining = max(0.0, self.remaining - (now - self.last) * len(self.contributors) * cell_flops)
         self.last = now
 
+    def add(self, flops: float, executions: int, tree_tokens: float) -> None:
+        """Executions that streamed in (call ``advance`` first)."""
+        self.flops += flops
+        self.remaining += flops
+        self.waiting -= executions
+        self.executions += executions
+        self.tree_tokens += tree_tokens
+        self.epoch += 1
+
+    @property
+    def stalled(self) -> bool:
+        """Everything that streamed in is computed and more is still to come: the trainers wait."""
+        return self.phase == COMPUTE and self.remaining <= 0 and self.waiting > 0
+
     def compute_eta(self, cell_flops: float) -> float:
-        """When compute ends at the current membership (``inf`` while nobody computes)."""
-        if self.phase != COMPUTE:
+        """When the FLOPs in hand are computed at the current membership (``inf`` while nobody computes,
+        or while stalled)."""
+        if self.phase != COMPUTE or self.stalled:
             return math.inf
         if self.remaining <= 0:
             return self.last

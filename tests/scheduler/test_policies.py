@@ -210,3 +210,28 @@ def test_unknown_policy_and_bad_config_are_clear_errors():
         SchedulerConfig(stale_policy="ignore")
     with pytest.raises(ValueError, match="scheduler.max_staleness"):
         SchedulerConfig(max_staleness=-1)
+
+
+@pytest.mark.parametrize("name", ["async", "elastic"])
+def test_a_streaming_step_starts_on_its_first_share_and_keeps_the_look_ahead(name):
+    p = policy(name, rollout_cells=2, max_staleness=1, stream_from=0.5)
+    roles = [T, R, R, T]
+    assert StartTrainStep(8) in p.decide(state(roles, capacity=8, running=4, ready=4))  # half the batch is enough
+    assert not [a for a in p.decide(state(roles, capacity=8, running=5, ready=3)) if isinstance(a, StartTrainStep)]
+    full = policy(name, rollout_cells=2, max_staleness=1)
+    assert not [a for a in full.decide(state(roles, capacity=8, running=4, ready=4)) if isinstance(a, StartTrainStep)]
+
+
+def test_executions_a_streaming_step_waits_for_count_as_the_batch_being_generated():
+    # a step runs holding 4 of its 8; the 4 it waits for are running. Ahead of it: one batch (8) -> 8 more
+    # may be dispatched; a step that had its whole batch would leave room for only 8 - 4 running = 4
+    p = policy("async", rollout_cells=2, max_staleness=1, stream_from=0.5)
+    waiting = p.decide(state([T, R, R, T], capacity=8, running=4, training=True, step_waiting=4))
+    assert Dispatch(8) in waiting
+    assert Dispatch(4) in p.decide(state([T, R, R, T], capacity=8, running=4, training=True))
+
+
+def test_stream_from_must_be_a_share_of_the_batch():
+    for bad in (0.0, 1.5):
+        with pytest.raises(ValueError, match=rf"scheduler.stream_from must be in \(0, 1\], got {bad}"):
+            SchedulerConfig(name="elastic", stream_from=bad)

@@ -63,9 +63,10 @@ def _run(policy, overrides):
     return sim, sim.run()
 
 
-@pytest.mark.parametrize("policy", ["colocate", "async", "elastic"])
-def test_conservation(policy, small_heavy_tailed):
-    sim, result = _run(policy, small_heavy_tailed + ["sim.drain=true"])
+@pytest.mark.parametrize("policy, stream_from", [("colocate", 1.0), ("async", 1.0), ("elastic", 1.0),
+                                                 ("async", 0.25), ("elastic", 0.25)])
+def test_conservation(policy, stream_from, small_heavy_tailed):
+    sim, result = _run(policy, small_heavy_tailed + ["sim.drain=true", f"scheduler.stream_from={stream_from}"])
     # every dispatched execution finishes exactly once (the drain lets the last ones end)
     assert result.dispatched == result.finished == len(result.finishes_per_execution)
     assert set(result.finishes_per_execution) == {1}
@@ -222,3 +223,21 @@ def test_groups_cost_colocate_nothing_and_slow_async_down(small_heavy_tailed):
                                 ["colocate", "async"]) for g in (1, 8))
     assert grouped[0].wall_time_s == pytest.approx(single[0].wall_time_s, rel=1e-9)
     assert grouped[1].wall_time_s > 1.05 * single[1].wall_time_s
+
+
+@pytest.mark.parametrize("policy", ["async", "elastic"])
+def test_a_streaming_step_starts_on_part_of_its_batch_and_trains_all_of_it(policy, small_heavy_tailed):
+    overrides = small_heavy_tailed + ["sim.group_size=4"]
+    sim, result = _run(policy, overrides + ["scheduler.stream_from=0.25"])
+    assert result.trained == 4 * 48
+    started_early = 0
+    for step in sim.step_log:
+        assert len(step["ids"]) == 48  # the whole batch, in whole groups, each finished before the step ended
+        assert set(Counter(ident // 4 for ident in step["ids"]).values()) == {4}
+        finished = sim.table.finish_t[step["ids"]]
+        assert finished.max() <= step["end"]
+        started_early += finished.max() > step["start"]
+    assert started_early >= 2  # steps began before their last groups were in
+    _, whole = _run(policy, overrides)
+    assert result.wall_time_s < whole.wall_time_s  # training overlapped the batch's tail
+    assert result.vs_ideal <= 1.0
