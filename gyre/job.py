@@ -112,11 +112,6 @@ def run(cfg: DictConfig) -> int:
         raise ValueError(
             f"scheduler.batch_size={scheduler_cfg.batch_size} must be a multiple of trainer.group_size={loop_cfg.group_size}"
         )
-    if scheduler_cfg.stream_from < 1.0:
-        raise ValueError(
-            f"scheduler.stream_from={scheduler_cfg.stream_from}: steps that stream in their batch's tail are simulated "
-            "only (python -m gyre.sim); the driver starts a step on a full batch, so leave scheduler.stream_from at 1.0"
-        )
     policy = make_policy(scheduler_cfg)
     trajectory_cfg = build(TrajectoryConfig, cfg.trajectory, "trajectory", seed=cfg.seed)
     cluster_cfg = cluster_config(cfg)

@@ -184,12 +184,15 @@ class Replica:
     def zero_grad(self) -> None:
         self.model.zero_grad(set_to_none=True)
 
-    def step(self, max_grad_norm: float | None) -> float:
-        """Clip (the norm over every shard) and step the optimizer; returns the gradient norm."""
+    def step(self, max_grad_norm: float | None, grad_scale: float = 1.0) -> float:
+        """Scale the gradients by ``grad_scale`` (a streamed step's final normalisation), clip (the norm over
+        every shard) and step the optimizer; returns the gradient norm (after scaling, before clipping)."""
         assert self.optimizer is not None
         for p in self.params:
             if p.grad is None:  # a rank or cell that trained nothing this step
                 p.grad = torch.zeros_like(p)
+            elif grad_scale != 1.0:
+                p.grad.mul_(grad_scale)
         norm = torch.nn.utils.clip_grad_norm_(self.params, max_grad_norm if max_grad_norm is not None else float("inf"))
         self.optimizer.step()
         self.zero_grad()

@@ -140,6 +140,14 @@ def proximal_logprobs(model: torch.nn.Module, batches: list[PackedBatch], loss_c
     return [batch_logprobs(model, batch, batch.to_torch(device), loss_cfg, step_cfg)[0] for batch in batches]
 
 
+WEIGHTED_STATS = ("loss", "pg_loss", "kl", "entropy", "clipped_weight", "weight")  # linear in the loss weights
+
+
+def rescale_stats(stats: dict[str, float], scale: float) -> dict[str, float]:
+    """The statistics of the same micro-batches had their loss weights been ``scale`` times larger."""
+    return {key: value * scale if key in WEIGHTED_STATS else value for key, value in stats.items()}
+
+
 def reduce_stats(per_batch: list[dict[str, float]]) -> dict[str, float]:
     """Sum the additive statistics of micro-batches and derive the step's ratios."""
     total: dict[str, float] = defaultdict(float)

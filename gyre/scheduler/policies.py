@@ -18,9 +18,10 @@ than ``max_staleness`` versions old cannot be trained: ready ones are dropped wh
 running ones are aborted (``AbortStale``) as soon as no step can take them, freeing their slots; what can
 no longer be trained counts neither in the look-ahead budget nor in the outstanding work.
 
-Streaming steps (``stream_from < 1``; simulated only so far). Async and elastic start a step once that share
-of its batch is ready; the step takes the rest as it completes, and the executions it still waits for count
-as the batch being generated, so the look-ahead stays what ``max_staleness`` says.
+Streaming steps (``stream_from < 1``). Async and elastic start a step once that share of its batch is ready;
+the step takes the rest as it completes (its trainers compute what they hold meanwhile), and the executions
+it still waits for count as the batch being generated, so the look-ahead stays what ``max_staleness`` says.
+The update is the same as the whole batch's (``Driver._train``): only when it is computed changes.
 """
 
 from __future__ import annotations

@@ -116,8 +116,7 @@ class StartTrainStep:
 
     With ``stream_from < 1`` a step starts before ``count`` are ready: it takes what is ready now and the
     rest as each group completes (``SchedulerState.step_waiting`` counts what it still waits for), and its
-    trainers compute what they hold meanwhile. Simulated only so far: the driver starts a step on a full
-    batch and refuses ``stream_from < 1``."""
+    trainers compute what they hold meanwhile (the driver and the simulator alike)."""
 
     count: int
     drop_stale: int = 0  # ready executions too stale to train on (stale_policy=drop)
@@ -143,7 +142,7 @@ class SchedulerConfig:
     stale_policy: str = "keep"  # keep: train every execution, IS-corrected in the loss | drop: discard staler ones
     rollout_cells: int = 2  # async only: fixed number of rollout cells
     stream_from: float = 1.0  # async and elastic: a step starts once this share of its batch is ready and the rest
-    # streams in as it completes (colocate waits for the whole batch by definition); < 1 is simulated only
+    # streams in as it completes (colocate waits for the whole batch by definition)
 
     def __post_init__(self) -> None:
         if self.batch_size < 1:

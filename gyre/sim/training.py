@@ -5,7 +5,9 @@ pulls the weights (``weight_sync_s``) and then takes micro-batches; a cell that 
 once. The step's compute is therefore ``FLOPs / (contributing cells x cell FLOP/s)`` integrated over the
 membership changes (micro-batches are treated as fine-grained). When the compute is done the step spends
 ``step_overhead_s + weight_sync_s`` (optimizer step, new weights out to rollout cells) and only then does
-the policy version advance.
+the policy version advance. A step that started on part of its batch (``scheduler.stream_from < 1``) gets
+the FLOPs of each execution that streams in (``add``); its trainers stall (idle) when they have computed all
+they hold and more is still to come.
 """
 
 from __future__ import annotations

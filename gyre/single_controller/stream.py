@@ -3,7 +3,8 @@
 The call reads its group's members afresh at every turn, so a member that joins the group mid-call starts
 taking items and one that leaves finishes what it holds and takes no more (``release`` waits for that).
 It keeps what a scheduler wants to know about it: items left, who is busy, each take's seconds, the items
-each member did.
+each member did. An open-ended call (``open_ended=True``) also takes items ``put`` while it runs, and ends
+only once it is ``close``d and everything is done (a training step streaming in its batch's tail).
 """
 
 from __future__ import annotations
@@ -17,9 +18,9 @@ from typing import Any
 
 class StreamCall:
     def __init__(self, items: list[Any], members: Callable[[], Iterable[tuple[str, Any]]],
-                 take: Callable[[Any, list[Any]], Any]):
+                 take: Callable[[Any, list[Any]], Any], *, open_ended: bool = False):
         """``members()``: the group's (id, member) pairs now; ``take(member, items)``: an awaitable of the
-        member's result list for ``items``."""
+        member's result list for ``items``; ``open_ended``: more items may be ``put`` until ``close``."""
         self.queue: deque[Any] = deque(items)
         self.total = len(items)
         self.inflight: dict[str, asyncio.Future] = {}
@@ -28,12 +29,27 @@ class StreamCall:
         self.done_by: dict[str, int] = {}  # items each member did
         self.seconds: list[float] = []  # wall seconds of each take, per item it held
         self._members, self._take = members, take
+        self.closed = not open_ended
         self._changed = asyncio.Event()
         self._task = asyncio.ensure_future(self._run())
 
     def changed(self) -> None:
         """The group's membership changed: look again."""
         self._changed.set()
+
+    def put(self, items: Iterable[Any]) -> None:
+        """More items for an open-ended call (free members take them at once)."""
+        if self.closed:
+            raise RuntimeError("put on a stream call that is closed (or was not opened with open_ended=True)")
+        items = list(items)
+        self.queue.extend(items)
+        self.total += len(items)
+        self.changed()
+
+    def close(self) -> None:
+        """No more items: the call ends once what it has is done."""
+        self.closed = True
+        self.changed()
 
     @property
     def left(self) -> int:
@@ -55,7 +71,7 @@ class StreamCall:
         return self._task.__await__()
 
     async def _run(self) -> list[Any]:
-        while self.queue or self.inflight:
+        while self.queue or self.inflight or not self.closed:
             for member_id, member in self._members():
                 if member_id not in self.inflight and self.queue:
                     width = max(1, int(getattr(member, "stream_width", 1)))
@@ -79,6 +95,7 @@ class StreamCall:
         """A take failed: hand out nothing more and let the other takes end (their errors are retrieved),
         so the call ends with no work of it still running."""
         self.queue.clear()
+        self.closed = True
         await asyncio.gather(*self.inflight.values(), return_exceptions=True)
         self.inflight.clear()
         self._held.clear()

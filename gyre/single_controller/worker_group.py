@@ -154,9 +154,16 @@ class WorkerGroup:
         call.__name__ = method
         return call
 
-    def _stream(self, method: str, items: list[Any], args: tuple, kwargs: dict) -> StreamCall:
+    def stream(self, method: str, items: list[Any], *args: Any, **kwargs: Any) -> StreamCall:
+        """An open-ended ``STREAM`` call of ``method``: ``items`` now, more ``put`` later, ended by ``close``."""
+        if mode_of(self.worker_cls, method)[0] != Dispatch.STREAM:
+            raise TypeError(f"{method} is not registered as a STREAM call")
+        return self._stream(method, list(items), args, kwargs, open_ended=True)
+
+    def _stream(self, method: str, items: list[Any], args: tuple, kwargs: dict, open_ended: bool = False) -> StreamCall:
         stream = StreamCall(items, self.items,
-                            lambda member, part: _awaitable(_invoke(member, method, (part, *args), kwargs)))
+                            lambda member, part: _awaitable(_invoke(member, method, (part, *args), kwargs)),
+                            open_ended=open_ended)
         self._streams.append(stream)
         return stream
 

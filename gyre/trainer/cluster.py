@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Coroutine
+from collections.abc import AsyncIterator, Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,7 +26,7 @@ from gyre.cells.cell import Cell
 from gyre.cells.config import CellConfig
 from gyre.cells.remote import RemoteEngine
 from gyre.protocol import PackedBatch
-from gyre.replica.step import reduce_stats
+from gyre.replica.step import reduce_stats, rescale_stats
 from gyre.replica.transfer import Transfer, host_store
 from gyre.scheduler.state import CellView, Role
 from gyre.single_controller import Membership, StreamCall, WorkerGroup
@@ -206,22 +206,43 @@ class Cluster:
 
     # Training ---------------------------------------------------------------------------------------
 
-    async def train_step(self, batches: list[PackedBatch], max_grad_norm: float | None) -> dict[str, Any]:
-        """One streaming step over the current (and joining) trainer members, then sync the new weights."""
+    async def train_step(self, batches: list[PackedBatch], max_grad_norm: float | None,
+                         more: AsyncIterator[list[PackedBatch]] | None = None,
+                         grad_scale: Callable[[], float] | None = None) -> dict[str, Any]:
+        """One streaming step over the current (and joining) trainer members, then sync the new weights.
+
+        ``more``: the rest of a step that started on part of its batch, micro-batches as they are packed (the
+        step ends once it is exhausted and every micro-batch is done); ``grad_scale()``: asked once the
+        micro-batches are all in, the factor the summed gradients (and the weighted statistics) are scaled by
+        before the optimizer step (the batch's final normalisation)."""
         started = time.perf_counter()
         self.stepping = True
         self.step_members = set(self.trainer.ids)
-        self.step = self.trainer.train(batches)
+        self.step = self.trainer.stream("train", batches) if more is not None else self.trainer.train(batches)
+        feeding = asyncio.ensure_future(self._feed(self.step, more)) if more is not None else None
         try:
-            stats = await self.step
-        finally:
-            step, self.step = self.step, None
-            self.microbatch_s += step.seconds
-            self.microbatches.append(step.total)
-        try:
-            return await self._finish_step(step, stats, max_grad_norm, started)
+            try:
+                stats = await self.step
+                if feeding is not None:
+                    await feeding  # its errors (a chunk that failed to process) fail the step
+            finally:
+                if feeding is not None and not feeding.done():
+                    feeding.cancel()
+                step, self.step = self.step, None
+                self.microbatch_s += step.seconds
+                self.microbatches.append(step.total)
+            scale = grad_scale() if grad_scale is not None else 1.0
+            return await self._finish_step(step, stats, max_grad_norm, started, scale)
         finally:
             self.stepping = False
+
+    @staticmethod
+    async def _feed(step: StreamCall, more: AsyncIterator[list[PackedBatch]]) -> None:
+        try:
+            async for batches in more:
+                step.put(batches)
+        finally:
+            step.close()
 
     def train_left_s(self) -> float | None:
         """The running step's compute still to do, or with none running a whole step's, in seconds of one
@@ -243,14 +264,14 @@ class Cluster:
         return sum(joins) / len(joins) if joins else None
 
     async def _finish_step(self, step: StreamCall, stats: list[dict[str, float]], max_grad_norm: float | None,
-                           started: float) -> dict[str, Any]:
+                           started: float, grad_scale: float = 1.0) -> dict[str, Any]:
         async with self._lock:
             await self._push_grads([c for c in self.trainer.ids if c != self.core_id], "reduce")
-            result = await self.core.optimizer_step(max_grad_norm)
+            result = await self.core.optimizer_step(max_grad_norm, grad_scale)
             self.version = result["version"]
             sync_started = time.perf_counter()
             await self._sync_weights()
-        metrics = reduce_stats(stats)
+        metrics = rescale_stats(reduce_stats(stats), grad_scale)
         metrics.update(grad_norm=result["grad_norm"], version=self.version,
                        train_time_s=time.perf_counter() - started, weight_sync_s=time.perf_counter() - sync_started,
                        trainer_members=len(self.step_members), microbatches=step.total)

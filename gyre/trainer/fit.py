@@ -13,7 +13,7 @@ import logging
 import math
 import time
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -69,6 +69,25 @@ def model_seconds(execution: Execution) -> float:
     return float(sum(call.timings.get("proxy_total_s", call.timings.get("total_s", 0.0)) for call in execution.calls))
 
 
+@dataclass
+class StepIntake:
+    """A step's batch as it comes in: it starts on what is ready (``StartTrainStep``) and, when that is less
+    than ``count`` executions, takes each group that completes until it has them (``scheduler.stream_from``)."""
+
+    count: int
+    waiting: int  # executions still to come
+    arrivals: asyncio.Queue = field(default_factory=asyncio.Queue)  # lists of groups, then None
+    streamed: int = 0  # executions that came in after the step started
+
+    def arrive(self, groups: list[Group]) -> None:
+        executions = sum(len(group.finished) for group in groups)
+        self.waiting -= executions
+        self.streamed += executions
+        self.arrivals.put_nowait(groups)
+        if self.waiting <= 0:
+            self.arrivals.put_nowait(None)
+
+
 class Driver:
     def __init__(self, loop_cfg: LoopConfig, trajectory_cfg: TrajectoryConfig, policy: Policy, cluster: Any,
                  pool: Any, tasks: list[Any], tracker: Any, run_dir: Path, val_tasks: list[Any] | None = None,
@@ -87,6 +106,7 @@ class Driver:
         self.steps_done = 0
         self.switching: dict[str, asyncio.Task] = {}
         self.training: asyncio.Task | None = None
+        self.intake: StepIntake | None = None  # the running step's batch
         self.running: set[asyncio.Future] = set()
         self.finished_log: list[dict[str, Any]] = []  # per execution, since the last step
         self.step_started: float | None = None
@@ -102,8 +122,9 @@ class Driver:
     # Observation ------------------------------------------------------------------------------------
 
     def observe(self) -> SchedulerState:
+        waiting = self.intake.waiting if self.intake is not None and self.training is not None else 0
         return scheduler_state(self.cluster, self.buffer, self.training is not None, self.steps_done,
-                               self.cfg.total_steps)
+                               self.cfg.total_steps, step_waiting=max(0, waiting))
 
     # Actions ----------------------------------------------------------------------------------------
 
@@ -171,7 +192,17 @@ class Driver:
                 "seconds": execution.reward_detail.get("wall_s", float("nan")),
                 "model_seconds": model_seconds(execution),
             })
+        self._stream_in()
         self._wake.set()
+
+    def _stream_in(self) -> None:
+        """Hand a step that waits for the rest of its batch the groups that completed, oldest first."""
+        intake = self.intake
+        if intake is None or intake.waiting <= 0:
+            return
+        groups = self.buffer.take(intake.waiting)
+        if groups:
+            intake.arrive(groups)
 
     def _switch_done(self, cells: tuple[str, ...], task: asyncio.Task) -> None:
         for cell_id in cells:
@@ -184,20 +215,52 @@ class Driver:
         groups = self.buffer.take(action.count, action.drop_stale)
         if not groups:
             return
+        taken = sum(len(group.finished) for group in groups)
+        self.intake = StepIntake(action.count, waiting=max(0, action.count - taken))
         self.step_started = time.perf_counter()
-        self.training = asyncio.ensure_future(self._train(groups))
+        self.training = asyncio.ensure_future(self._train(groups, self.intake))
         self.training.add_done_callback(lambda _: self._wake.set())
 
-    async def _train(self, groups: list[Group]) -> None:
+    @staticmethod
+    def _executions(groups: list[Group]) -> list[Execution]:
         executions = []
         for group in groups:
             for execution in group.finished:
                 execution.group = group.id  # advantages compare the members of one dispatched group
                 executions.append(execution)
-        trees = process_executions(executions, self.trajectory_cfg)
-        batches = pack_trees(trees, self.cfg.max_tokens_per_microbatch)
+        return executions
+
+    def _packed(self, groups: list[Group], num_executions: int | None = None) -> list:
+        trees = process_executions(self._executions(groups), self.trajectory_cfg, num_executions)
+        return pack_trees(trees, self.cfg.max_tokens_per_microbatch)
+
+    async def _arrivals(self, intake: StepIntake, arrived: list[Group]) -> Any:
+        """Micro-batches of the groups that complete after the step started, as they come (each arrival's
+        trees weighted for the whole batch of ``intake.count``)."""
+        while (groups := await intake.arrivals.get()) is not None:
+            arrived += groups
+            batches = self._packed(groups, intake.count)
+            if batches:
+                yield batches
+
+    async def _train(self, groups: list[Group], intake: StepIntake) -> None:
         version = self.cluster.version
-        metrics = logged_train_metrics(await self.cluster.train_step(batches, self.cfg.max_grad_norm))
+        if intake.waiting <= 0:
+            batches = self._packed(groups)
+            metrics = logged_train_metrics(await self.cluster.train_step(batches, self.cfg.max_grad_norm))
+        else:
+            # Started on part of its batch: the rest streams in (``_arrivals`` appends it to ``groups``).
+            # Every arrival's loss weights assume the batch's ``count`` executions; the update rescales
+            # them to the number actually trained.
+            def grad_scale() -> float:
+                trained = sum(1 for e in self._executions(groups) if e.calls)
+                return intake.count / trained if trained else 1.0
+
+            batches = self._packed(groups, intake.count)
+            metrics = logged_train_metrics(await self.cluster.train_step(
+                batches, self.cfg.max_grad_norm, more=self._arrivals(intake, groups), grad_scale=grad_scale))
+        executions = self._executions(groups)
+        metrics["executions/streamed_in"] = intake.streamed
         staleness = [version - group.version for group in groups for _ in group.finished]
         metrics.update(self._step_metrics(executions, staleness))
         self.steps_done += 1
@@ -209,6 +272,7 @@ class Driver:
             await self.save()
         self.tracker.log(metrics, step=self.steps_done)
         self.curve_rows.append({"step": self.steps_done, **metrics})
+        self.intake = None
         self.plot_curves()
         if self.cfg.timeline_every and self.steps_done % self.cfg.timeline_every == 0:
             self.plot_timeline()

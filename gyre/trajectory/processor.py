@@ -30,8 +30,13 @@ class TrajectoryConfig:
     shuffle_rewards: bool = False  # control runs: rewards permuted across the step's executions (no signal)
 
 
-def process_executions(executions: Sequence[Execution], cfg: TrajectoryConfig) -> list[TrajectoryTree]:
-    """Weighted, pruned trees for one training step (executions without calls: see the module docstring)."""
+def process_executions(executions: Sequence[Execution], cfg: TrajectoryConfig,
+                       num_executions: int | None = None) -> list[TrajectoryTree]:
+    """Weighted, pruned trees for one training step (executions without calls: see the module docstring).
+
+    ``num_executions``: what the loss averages over (default: these executions with calls). A step that
+    streams in its batch's tail processes each arrival on its own with the batch size here, and its
+    gradients are rescaled to the final count before the update (``Cluster.train_step``'s ``grad_scale``)."""
     executions = [execution for execution in executions if execution.calls]
     if not executions:
         return []
@@ -50,7 +55,8 @@ def process_executions(executions: Sequence[Execution], cfg: TrajectoryConfig) -
         # Seeded per execution so the choice does not depend on batch order.
         rng = np.random.default_rng([cfg.seed, _stable_hash(execution.id)])
         tree = prune_tree(tree, select_paths(tree, cfg.max_paths, rng))
-        trees.append(assign_loss_weights(tree, advantage, num_executions=len(executions), aggregation=cfg.loss_agg))
+        trees.append(assign_loss_weights(tree, advantage, num_executions=num_executions or len(executions),
+                                         aggregation=cfg.loss_agg))
     return trees
 
 

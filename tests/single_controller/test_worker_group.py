@@ -519,3 +519,37 @@ def test_stream_failing_ray_member_fails_the_call(actors):
 ])
 def test_split_evenly(items, parts, expected):
     assert split_evenly(items, parts) == expected
+
+
+def test_an_open_ended_stream_takes_items_put_later_and_ends_only_once_closed():
+    a, b = Local("a", delay=0.01), Local("b", delay=0.01)
+    group = WorkerGroup("g", Local, {"a": a, "b": b})
+
+    async def main():
+        stream = group.stream("work", [0, 1])
+        await until(lambda: stream.left == 0)  # what it was given is done, and it is still open
+        await asyncio.sleep(0.05)
+        assert not stream.done and stream.total == 2
+        stream.put([2, 3, 4])
+        await until(lambda: stream.left == 0)
+        assert not stream.done and stream.total == 5
+        stream.put([5])
+        stream.close()
+        results = await stream
+        with pytest.raises(RuntimeError, match="closed"):
+            stream.put([6])
+        return results, stream.done_by
+
+    results, done_by = run(main())
+    assert sorted(x for _, x in results) == list(range(6))  # each item once, early or late
+    assert sum(done_by.values()) == 6
+    assert sorted(a.finished + b.finished) == list(range(6))
+    with pytest.raises(RuntimeError, match="not opened with open_ended"):
+        run(_put_on_a_closed_call(group))
+    with pytest.raises(TypeError, match="who is not registered as a STREAM call"):
+        group.stream("who", [1])
+
+
+async def _put_on_a_closed_call(group):
+    stream = group.work([0])
+    stream.put([1])

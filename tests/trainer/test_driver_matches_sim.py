@@ -31,6 +31,7 @@ SIM = [f"sim.cells={CELLS}", "sim.gpus_per_cell=1", "sim.model.total_params_b=1"
        "sim.model.kv_bytes_per_token=0", f"sim.rollout.max_sessions={CAPACITY}", f"sim.group_size={GROUP}",
        f"scheduler.batch_size={BATCH}", "sim.steps=3", "sim.workload.timeout_s=null"]
 POLICY = SchedulerConfig(name="elastic", batch_size=BATCH, max_staleness=1, stale_policy="drop")
+STREAMING = SchedulerConfig(name="async", batch_size=BATCH, max_staleness=1, rollout_cells=2, stream_from=0.5)
 
 
 class StandInCluster:
@@ -65,8 +66,13 @@ class StandInCluster:
         self.pending_switches = []
         return landed
 
-    async def train_step(self, batches: list, max_grad_norm: float | None) -> dict[str, Any]:
+    async def train_step(self, batches: list, max_grad_norm: float | None, more: Any = None,
+                         grad_scale: Any = None) -> dict[str, Any]:
         self.pending_step = asyncio.get_running_loop().create_future()
+        self.microbatches = len(batches)
+        if more is not None:  # a step that streams in its batch: take every arrival before it can end
+            async for arrived in more:
+                self.microbatches += len(arrived)
         await self.pending_step
         self.version += 1
         return {"version": self.version}
@@ -106,91 +112,124 @@ class Tracker:
 
 
 
+class Lockstep:
+    """The real driver and the simulator side by side; each method delivers one event to both."""
+
+    def __init__(self, policy: SchedulerConfig, tmp_path: Path) -> None:
+        root = load_config(overrides=SIM)
+        world = World(root)
+        assert world.rates.capacity == CAPACITY == world.rates.fast_capacity
+        sim = Simulator(world, policy, make_policy(policy))
+        sim.ids = [f"c{i}" for i in range(CELLS)]
+        sim.index = {name: i for i, name in enumerate(sim.ids)}
+        sim.views = [replace(view, id=name) for view, name in zip(sim.views, sim.ids)]
+        sim.view_tuple = tuple(sim.views)
+        self.sim = sim
+        self.cluster, self.pool = StandInCluster(), StandInPool()
+        self.cluster.measured = sim
+        loop_cfg = LoopConfig(total_steps=3, group_size=GROUP, save_every=0, timeline_every=0, val_every=0)
+        self.driver = Driver(loop_cfg, TrajectoryConfig(max_paths=None), make_policy(policy), self.cluster, self.pool,
+                             [f"task{i}" for i in range(5)], Tracker(), tmp_path)
+        self.spec = WorkloadSpec(turns=2, subagents=0, retry_prob=0.0)
+        self.group_order: list[str] = []  # driver group ids in dispatch order = the simulator's group numbers
+        self.decisions: list[list] = []
+
+    @staticmethod
+    async def settle() -> None:
+        for _ in range(5):
+            await asyncio.sleep(0)
+
+    async def decide_and_apply(self) -> None:
+        driver, sim = self.driver, self.sim
+        state = driver.observe()
+        assert state == sim._observe()
+        actions = driver.policy.decide(state)
+        assert actions == sim.policy.decide(sim._observe()), "same state, same decision"
+        self.decisions.append(actions)
+        driver.apply_all(actions)
+        for action in actions:
+            sim._apply(action)
+        await self.settle()
+        self.group_order.extend(g for g in driver.buffer.open if g not in self.group_order)
+        assert driver.observe() == sim._observe()
+
+    async def finish_groups(self, *numbers: int) -> None:
+        for number in numbers:
+            group_id = self.group_order[number]
+            members = [f for g, f in self.pool.submitted if g == group_id]
+            version = self.driver.buffer.open[group_id].dispatch_version
+            for index, future in enumerate(members):
+                execution = synthetic_execution(f"{group_id}-{index}", self.spec, seed=number * 10 + index)
+                for call in execution.calls:
+                    call.weight_version = version
+                execution.reward = float(index % 2)
+                future.set_result(execution)
+            for ident in range(number * GROUP, (number + 1) * GROUP):
+                self.sim._finish(ident)
+                self.sim.pool.remove([ident], self.sim.now)
+        await self.settle()
+
+    async def land_switches(self) -> None:
+        for cell_id in self.cluster.land_switches():
+            self.sim._on_switch_done(self.sim.index[cell_id])
+        await self.settle()
+
+    async def end_step(self) -> None:
+        sim = self.sim
+        self.cluster.end_step()
+        sim._on_train(sim.step.index, sim.step.epoch)  # compute done
+        sim._on_train(sim.step.index, sim.step.epoch)  # new weights out: version + 1
+        await self.settle()
+        assert self.driver.training is None and self.driver.steps_done == sim.steps_done
+
+    def applied(self) -> set[str]:
+        return {type(a).__name__ for actions in self.decisions for a in actions}
+
+
 def test_driver_and_simulator_apply_the_same_actions_to_the_same_state(tmp_path: Path):
-    root = load_config(overrides=SIM)
-    world = World(root)
-    assert world.rates.capacity == CAPACITY == world.rates.fast_capacity
-    sim = Simulator(world, POLICY, make_policy(POLICY))
-    sim.ids = [f"c{i}" for i in range(CELLS)]
-    sim.index = {name: i for i, name in enumerate(sim.ids)}
-    sim.views = [replace(view, id=name) for view, name in zip(sim.views, sim.ids)]
-    sim.view_tuple = tuple(sim.views)
-    decisions: list[list] = []
+    run = Lockstep(POLICY, tmp_path)
 
     async def scenario() -> None:
-        cluster, pool = StandInCluster(), StandInPool()
-        cluster.measured = sim
-        loop_cfg = LoopConfig(total_steps=3, group_size=GROUP, save_every=0, timeline_every=0, val_every=0)
-        driver = Driver(loop_cfg, TrajectoryConfig(max_paths=None), make_policy(POLICY), cluster, pool,
-                        [f"task{i}" for i in range(5)], Tracker(), tmp_path)
-        spec = WorkloadSpec(turns=2, subagents=0, retry_prob=0.0)
-        group_order: list[str] = []  # driver group ids in dispatch order = the simulator's group numbers
-
-        async def settle() -> None:
-            for _ in range(5):
-                await asyncio.sleep(0)
-
-        async def decide_and_apply() -> None:
-            state = driver.observe()
-            assert state == sim._observe()
-            actions = driver.policy.decide(state)
-            assert actions == sim.policy.decide(sim._observe()), "same state, same decision"
-            decisions.append(actions)
-            driver.apply_all(actions)
-            for action in actions:
-                sim._apply(action)
-            await settle()
-            group_order.extend(g for g in driver.buffer.open if g not in group_order)
-            assert driver.observe() == sim._observe()
-
-        async def finish_groups(*numbers: int) -> None:
-            for number in numbers:
-                group_id = group_order[number]
-                members = [f for g, f in pool.submitted if g == group_id]
-                version = driver.buffer.open[group_id].dispatch_version
-                for index, future in enumerate(members):
-                    execution = synthetic_execution(f"{group_id}-{index}", spec, seed=number * 10 + index)
-                    for call in execution.calls:
-                        call.weight_version = version
-                    execution.reward = float(index % 2)
-                    future.set_result(execution)
-                for ident in range(number * GROUP, (number + 1) * GROUP):
-                    sim._finish(ident)
-                    sim.pool.remove([ident], sim.now)
-            await settle()
-
-        async def land_switches() -> None:
-            for cell_id in cluster.land_switches():
-                sim._on_switch_done(sim.index[cell_id])
-            await settle()
-
-        async def end_step() -> None:
-            cluster.end_step()
-            sim._on_train(sim.step.index, sim.step.epoch)  # compute done
-            sim._on_train(sim.step.index, sim.step.epoch)  # new weights out: version + 1
-            await settle()
-            assert driver.training is None and driver.steps_done == sim.steps_done
-
-        await decide_and_apply()  # groups 0-3 dispatched at version 0 (two batches ahead)
-        await finish_groups(0, 1)  # a batch is ready: the core and every spare satellite switch, in one bulk
-        await decide_and_apply()
-        await land_switches()
-        await decide_and_apply()  # step 1 starts on the trainers
-        await finish_groups(2)
-        await decide_and_apply()
-        await end_step()  # version 1: rollout needs a cell back; group 4 dispatched
-        await decide_and_apply()
-        await finish_groups(4)  # groups 2 (version 0) and 4 make the next batch; group 3 still runs
-        await decide_and_apply()
-        await land_switches()
-        await decide_and_apply()
-        await end_step()  # version 2: group 3 (version 0) can no longer be trained: aborted
-        await decide_and_apply()
-        assert driver.buffer.aborted == GROUP and len(sim.aborted_ids) == GROUP
-        assert all(f.cancelled() for g, f in pool.submitted if g == group_order[3])  # its harnesses are stopped
-        await land_switches()
-        await decide_and_apply()
+        await run.decide_and_apply()  # groups 0-3 dispatched at version 0 (two batches ahead)
+        await run.finish_groups(0, 1)  # a batch is ready: the core and every spare satellite switch, in one bulk
+        await run.decide_and_apply()
+        await run.land_switches()
+        await run.decide_and_apply()  # step 1 starts on the trainers
+        await run.finish_groups(2)
+        await run.decide_and_apply()
+        await run.end_step()  # version 1: rollout needs a cell back; group 4 dispatched
+        await run.decide_and_apply()
+        await run.finish_groups(4)  # groups 2 (version 0) and 4 make the next batch; group 3 still runs
+        await run.decide_and_apply()
+        await run.land_switches()
+        await run.decide_and_apply()
+        await run.end_step()  # version 2: group 3 (version 0) can no longer be trained: aborted
+        await run.decide_and_apply()
+        assert run.driver.buffer.aborted == GROUP and len(run.sim.aborted_ids) == GROUP
+        assert all(f.cancelled() for g, f in run.pool.submitted if g == run.group_order[3])  # its harnesses are stopped
+        await run.land_switches()
+        await run.decide_and_apply()
 
     asyncio.run(scenario())
-    applied = {type(a).__name__ for actions in decisions for a in actions}
-    assert {"Dispatch", "SwitchCell", "StartTrainStep", "AbortStale"} <= applied, applied
+    assert {"Dispatch", "SwitchCell", "StartTrainStep", "AbortStale"} <= run.applied()
+
+
+def test_a_step_streaming_in_its_batch_is_the_same_in_the_driver_and_the_simulator(tmp_path: Path):
+    run = Lockstep(STREAMING, tmp_path)
+
+    async def scenario() -> None:
+        await run.decide_and_apply()  # the split: c0 and c3 train; groups dispatched onto c1 and c2
+        await run.land_switches()
+        await run.decide_and_apply()
+        await run.finish_groups(0)  # half a batch is ready: the step starts on it, waiting for 2 more
+        await run.decide_and_apply()
+        assert run.driver.observe().step_waiting == 2 and run.driver.training is not None
+        await run.finish_groups(1)  # the rest streams in
+        await run.decide_and_apply()
+        assert run.driver.observe().step_waiting == 0
+        await run.end_step()
+        await run.decide_and_apply()
+        assert run.cluster.microbatches >= 2  # the first half and the arrival were both handed to the trainers
+
+    asyncio.run(scenario())
+    assert run.sim.step_log[0]["ids"] == list(range(2 * GROUP))

@@ -72,3 +72,23 @@ def test_a_sharded_run_with_a_kl_term_resumes_on_cells_of_another_size(tmp_path)
     assert [(s["step"], s["version"]) for s in steps] == [(1, 1), (2, 2)]
     assert all("kl" in s for s in steps)
     assert os.readlink(run_dir / "checkpoints" / "latest") == "step_000002"
+
+
+@pytest.mark.slow
+def test_steps_that_stream_in_their_batch_train_it_whole(tmp_path):
+    """scheduler.stream_from=0.25: a step starts on a quarter of its batch; the rest comes in as it finishes."""
+    run_dir = tmp_path / "run"
+    overrides = [
+        "+recipe=terminalbench", "scheduler=elastic", f"run_dir={run_dir}", "trainer.total_steps=3",
+        "cluster.cells=3", "scheduler.batch_size=8", "scheduler.stream_from=0.25", "trainer.group_size=2",
+        "harness.max_turns=1", "harness.reference.sub_agent=false", "harness.progress=false",
+        "tracking.backends=[jsonl]",
+    ]
+    done = subprocess.run([sys.executable, "-m", "gyre.main", *overrides], capture_output=True, text=True,
+                          timeout=600, env={**os.environ, "RAY_AUTH_MODE": "disabled"})
+    assert done.returncode == 0, done.stderr[-3000:]
+    steps = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert [s["step"] for s in steps] == [1, 2, 3]
+    assert all(s["executions/trained"] + s["executions/no_calls"] >= 8 and s["version"] == s["step"] for s in steps)
+    assert any(s["executions/streamed_in"] > 0 for s in steps)  # a step took executions that finished after it began
+    assert all(s["executions/streamed_in"] <= 6 for s in steps)  # it began on at least its first quarter

@@ -37,11 +37,3 @@ def test_the_removed_extra_key_fails_naming_it():
     with pytest.raises(ConfigError, match=r"scheduler\.extra: unknown key"):
         build(SchedulerConfig, cfg.scheduler, "scheduler")
 
-
-def test_a_streaming_step_is_refused_by_the_driver_naming_the_key(tmp_path):
-    from gyre.job import run
-
-    cfg = composed("+scheduler.stream_from=0.5", f"run_dir={tmp_path}")
-    assert build(SchedulerConfig, cfg.scheduler, "scheduler").stream_from == 0.5  # a known key
-    with pytest.raises(ValueError, match=r"scheduler.stream_from=0.5: .* simulated only"):
-        run(cfg)
