@@ -31,6 +31,7 @@ name                               meaning
 ``tree_token_ratio``               tokens/tree / tokens/path (the saving of prefix sharing)
 ``executions/trained``, ``/no_calls``, ``/timeout``, ``/crashed``, ``/partial``  the step's executions by outcome
 ``executions/finished_since_last_step``  executions that finished since the previous step
+``executions/streamed_in``  executions the step took after it started (``scheduler.stream_from < 1``)
 ``rollout/execution_time_s``, ``rollout/model_time_s``, ``rollout/tool_time_s``, ``rollout/execution_calls``
                                    per execution finished since the last step (lists; the simulator's calibration)
 ``rollout/execution_time_mean_s``  their mean wall seconds
