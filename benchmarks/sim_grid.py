@@ -19,7 +19,8 @@ policy trained), elastic's over the baseline's. ``vs_ideal`` is elastic's traine
 cluster's (the ideal bound of the work it trained: <= 1). ``length_bias`` is the mean work of elastic's
 trained executions over that of all it dispatched. ``--out FILE`` writes a flat JSON object with, for each
 scenario S, ``S.vs_colocate``, ``S.vs_async_best``, ``S.vs_ideal``, ``S.length_bias`` and a few more
-(per-step speedups, async's best split, every policy's ``vs_ideal``), plus ``targets.*`` (the checks below).
+(``S.vs_async_planned``: against async at the split planned from the work ratio, without a sweep;
+per-step speedups, async's best split, every policy's ``vs_ideal``), plus ``targets.*`` (the checks below).
 """
 
 from __future__ import annotations
@@ -204,7 +205,7 @@ def main() -> dict[str, Any]:
         console.print(f"{key}: {value}")
     flat: dict[str, Any] = {}
     for name, r in rows.items():
-        for key in ("vs_colocate", "vs_async_best", "vs_ideal", "length_bias", "length_bias_all", "per_step_vs_colocate",
+        for key in ("vs_colocate", "vs_async_best", "vs_async_planned", "vs_ideal", "length_bias", "length_bias_all", "per_step_vs_colocate",
                     "per_step_vs_async_best", "async_best_split", "colocate_vs_ideal", "async_vs_ideal", "max_vs_ideal",
                     "async_length_bias", "elastic_switches", "elastic_aborted", "cells", "batch_size", "stream_from",
                     *(f"{k}_{end}" for k in SPREAD for end in ("min", "max"))):

@@ -71,6 +71,7 @@ class Comparison:
     async_best: SimResult
     elastic: SimResult
     async_tried: dict[int, SimResult] = field(default_factory=dict)
+    async_planned: int | None = None  # the split a user would plan: rollout cells in proportion to the work
 
     @property
     def results(self) -> dict[str, SimResult]:
@@ -81,6 +82,9 @@ class Comparison:
         return {
             "vs_colocate": e.work_rate / c.work_rate, "vs_async_best": e.work_rate / a.work_rate,
             "vs_ideal": e.vs_ideal, "length_bias": e.length_bias, "length_bias_all": e.length_bias_all,
+            # against the split one would plan without sweeping (async's default): what elastic's adapting buys
+            "vs_async_planned": (e.work_rate / self.async_tried[self.async_planned].work_rate
+                                 if self.async_planned in self.async_tried else float("nan")),
             "per_step_vs_colocate": c.wall_time_s / e.wall_time_s,
             "per_step_vs_async_best": a.wall_time_s / e.wall_time_s,
             "async_best_split": a.rollout_cells, "async_splits_tried": sorted(self.async_tried),
@@ -98,4 +102,4 @@ def compare(root: RootCfg, world: World | None = None) -> Comparison:
     colocate = run_policy(world, root, "colocate")
     best, tried = best_async(world, root)
     elastic = run_policy(world, root, "elastic")
-    return Comparison(colocate, best, elastic, tried)
+    return Comparison(colocate, best, elastic, tried, world.async_rollout_cells())

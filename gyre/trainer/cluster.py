@@ -244,19 +244,22 @@ class Cluster:
         finally:
             step.close()
 
-    def train_left_s(self) -> float | None:
+    def train_left_s(self, share_to_come: float = 0.0) -> float | None:
         """The running step's compute still to do, or with none running a whole step's, in seconds of one
-        training cell (mean micro-batch seconds so far); None before any micro-batch was timed."""
+        training cell (mean micro-batch seconds so far); None before any micro-batch was timed.
+        ``share_to_come``: the share of the running step's batch that has not streamed in yet, counted at
+        a whole step's mean compute."""
         step = self.step
         seconds = self.microbatch_s + (step.seconds if step is not None else [])
         if not seconds:
             return None
         mean = sum(seconds) / len(seconds)
+        whole = mean * sum(self.microbatches) / len(self.microbatches) if self.microbatches else None
         if step is not None:
-            return step.left * mean
+            return step.left * mean + share_to_come * (whole if whole is not None else step.total * mean)
         if self.stepping:
             return 0.0  # the optimizer step and weight sync: nothing left for another trainer
-        return mean * sum(self.microbatches) / len(self.microbatches) if self.microbatches else None
+        return whole
 
     def join_s(self) -> float | None:
         """Mean seconds a cell took to switch to training (the weight pull included); None before one did."""

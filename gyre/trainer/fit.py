@@ -124,7 +124,7 @@ class Driver:
     def observe(self) -> SchedulerState:
         waiting = self.intake.waiting if self.intake is not None and self.training is not None else 0
         return scheduler_state(self.cluster, self.buffer, self.training is not None, self.steps_done,
-                               self.cfg.total_steps, step_waiting=max(0, waiting))
+                               self.cfg.total_steps, step_waiting=max(0, waiting), batch_size=self.policy.cfg.batch_size)
 
     # Actions ----------------------------------------------------------------------------------------
 

@@ -16,7 +16,7 @@ from gyre.trainer.buffer import ExecutionBuffer
 
 
 def scheduler_state(cluster: Any, buffer: ExecutionBuffer, training: bool, steps_done: int,
-                    total_steps: int, step_waiting: int = 0) -> SchedulerState:
+                    total_steps: int, step_waiting: int = 0, batch_size: int = 1) -> SchedulerState:
     """Cells the driver has asked to switch show as SWITCHING, with their target, from the moment the switch
     is asked for (as in the simulator): the cluster's membership record holds the planned moves."""
     return SchedulerState(
@@ -29,7 +29,7 @@ def scheduler_state(cluster: Any, buffer: ExecutionBuffer, training: bool, steps
         training=training,
         steps_done=steps_done,
         total_steps=total_steps,
-        train_left_s=cluster.train_left_s(),
+        train_left_s=cluster.train_left_s(step_waiting / batch_size),
         join_s=cluster.join_s(),
         step_waiting=step_waiting,
     )

@@ -83,7 +83,7 @@ class StandInCluster:
     # A real cluster measures these with its clock; here they are the simulator's, so both sides see one state.
     measured: Any = None
 
-    def train_left_s(self) -> float | None:
+    def train_left_s(self, share_to_come: float = 0.0) -> float | None:
         return self.measured._train_left_s()
 
     def join_s(self) -> float | None:
