@@ -46,6 +46,8 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--delay-sigma", type=float, default=1.2, help="log-normal sigma (the tail)")
     parser.add_argument("--max-staleness", type=int, default=1)
     parser.add_argument("--stale-policy", default="keep", choices=("keep", "drop"))
+    parser.add_argument("--stream-from", type=float, default=1.0,
+                        help="scheduler.stream_from: async and elastic start a step on this share of its batch")
     parser.add_argument("--rollout-cells", type=int, default=3,
                         help="async: fixed rollout cells (3 of 4: rollout is ~80%% of the work here, the split "
                              "gyre/sim picks by work ratio, i.e. async at its best fixed split)")
@@ -88,6 +90,7 @@ def run_policy(policy: str, args: argparse.Namespace, root: Path) -> dict[str, f
         f"trainer.group_size={args.group_size}", f"harness.max_turns={args.max_turns}",
         f"harness.reference.tool_delay_mu={args.delay_mu}", f"harness.reference.tool_delay_sigma={args.delay_sigma}",
         f"scheduler.max_staleness={args.max_staleness}", f"scheduler.stale_policy={args.stale_policy}",
+        f"scheduler.stream_from={args.stream_from}",
         f"scheduler.rollout_cells={args.rollout_cells}", "harness.progress=false", "tracking.backends=[jsonl]",
         "trainer.save_every=0",
     ]
@@ -146,7 +149,7 @@ def main() -> dict[str, float]:
                 console.print(f"elastic vs {baseline}: {flat[f'speedup_vs_{baseline}']:.3f}x per step, "
                               f"{flat[f'work_speedup_vs_{baseline}']:.3f}x trained execution-seconds per hour, "
                               f"{flat[f'token_speedup_vs_{baseline}']:.3f}x trained policy tokens per hour")
-    flat.update({"steps": args.steps, "cells": args.cells, "batch_size": args.batch_size, "stale_policy": args.stale_policy,
+    flat.update({"steps": args.steps, "cells": args.cells, "batch_size": args.batch_size, "stale_policy": args.stale_policy, "stream_from": args.stream_from,
                  "delay_mu": args.delay_mu, "delay_sigma": args.delay_sigma})
     if args.out:
         Path(args.out).write_text(json.dumps(flat, indent=2))
