@@ -181,7 +181,7 @@ def main() -> dict[str, Any]:
     parser.add_argument("--seeds", type=int, default=1, help="workload seeds per scenario (figures: the median)")
     parser.add_argument("--stream-from", type=float, default=None,
                         help="scheduler.stream_from for every policy of every scenario (async and elastic start a "
-                             "step on this share of its batch; simulated only)")
+                             "step on this share of its batch and the rest streams in)")
     parser.add_argument("--list", action="store_true", help="list the scenarios and exit")
     args = parser.parse_args()
     console = Console(width=170)

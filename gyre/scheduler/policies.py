@@ -102,7 +102,7 @@ class Policy:
         step will bump the version before anything dispatched now can be trained, so an execution started
         now is already one version old when it is trained at the earliest."""
         ahead = self.cfg.max_staleness + (0 if state.training else 1)
-        limit = ahead * self.cfg.batch_size + (state.step_waiting if state.training else 0)
+        limit = ahead * self.cfg.batch_size + state.step_waiting  # a streaming step's batch still coming
         budget = limit - self.running(state) - self.trainable(state)
         if state.executions_left is not None:
             budget = min(budget, state.executions_left)
@@ -237,7 +237,7 @@ class ElasticPolicy(Policy):
         """``w``: trainable running executions plus the look-ahead that rollout holds cells for."""
         running = self.running(state)
         one_ahead = (min(self.cfg.max_staleness, 1) + (0 if state.training else 1)) * self.cfg.batch_size
-        one_ahead += state.step_waiting if state.training else 0
+        one_ahead += state.step_waiting
         room = max(0, one_ahead - running - self.trainable(state))
         return running + min(self.dispatch_budget(state), room)
 

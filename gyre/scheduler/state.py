@@ -67,7 +67,8 @@ class SchedulerState:
     train_left_s: float | None = None  # training compute the running step still needs, or the next step when a
     # batch is ready and none runs, in seconds of one training cell
     join_s: float | None = None  # seconds from a rollout cell's switch to its first micro-batch (switch + weight pull)
-    step_waiting: int = 0  # executions the running step still waits for (a step streams in its batch's tail)
+    step_waiting: int = 0  # executions the running step still waits for (a step streams in its batch's tail; 0
+    # when no step runs)
 
     def ready_below(self, version: int) -> int:
         """Ready executions generated under a policy version older than ``version``."""

@@ -264,10 +264,9 @@ class Simulator:
             return
         if step.phase == COMPUTE:
             step.advance(self.now, self.train.cell_flops)
-            if step.waiting > 0:
-                step.remaining = 0.0
-                return  # stalled until more executions stream in
             step.remaining = 0.0
+            if step.waiting > 0:
+                return  # stalled until more executions stream in
             step.phase = SYNC
             step.compute_end = self.now
             step.pulling.clear()
@@ -453,14 +452,8 @@ class Simulator:
         ready, drop, count = len(self.ready), action.drop_stale, action.count
         if count < 1 or drop < 0 or drop >= ready:
             raise SimulationError(f"StartTrainStep(count={count}, drop_stale={drop}) but {ready} executions are ready")
-        # Oldest first: by the policy version they were generated under, then by finish order.
-        order = sorted(range(ready), key=lambda k: (self.ready_versions[k], k))
-        dropped = order[:drop]
-        self.dropped_ids += [self.ready[k] for k in dropped]
-        for k in dropped:
-            self._count("ready", self.ready_versions[k], -1)
-        kept = sorted(order[drop:])
-        self.ready, self.ready_versions = [self.ready[k] for k in kept], [self.ready_versions[k] for k in kept]
+        dropped, _ = self._pop_oldest(drop)
+        self.dropped_ids += dropped
         self.step_log.append({"start": self.now, "ids": [], "tree_tokens": 0.0, "policy_tokens": 0.0,
                               "dropped": drop, "cells": len(cells)})
         self.step = TrainingStep(index=self.steps_done, flops=0.0, started=self.now, executions=0,
@@ -468,20 +461,26 @@ class Simulator:
         self._stream_in(count)
         return True
 
+    def _pop_oldest(self, n: int) -> tuple[list[int], list[int]]:
+        """Remove the ``n`` oldest ready executions (by the policy version they were generated under, then by
+        finish order); their ids and versions."""
+        order = sorted(range(len(self.ready)), key=lambda k: (self.ready_versions[k], k))
+        taken, kept = order[:n], sorted(order[n:])
+        ids, versions = [self.ready[k] for k in taken], [self.ready_versions[k] for k in taken]
+        for version in versions:
+            self._count("ready", version, -1)
+        self.ready, self.ready_versions = [self.ready[k] for k in kept], [self.ready_versions[k] for k in kept]
+        return ids, versions
+
     def _stream_in(self, most: int) -> None:
         """Hand the running step up to ``most`` ready executions, oldest first."""
         step = self.step
         assert step is not None
-        order = sorted(range(len(self.ready)), key=lambda k: (self.ready_versions[k], k))
-        used, kept = order[:most], sorted(order[most:])
-        if not used:
+        used_ids, versions = self._pop_oldest(most)
+        if not used_ids:
             return
-        used_ids = [self.ready[k] for k in used]
         self.trained_ids += used_ids
-        self.staleness += [self.version - self.ready_versions[k] for k in used]
-        for k in used:
-            self._count("ready", self.ready_versions[k], -1)
-        self.ready, self.ready_versions = [self.ready[k] for k in kept], [self.ready_versions[k] for k in kept]
+        self.staleness += [self.version - version for version in versions]
         idx = np.asarray(used_ids, dtype=np.int64)
         tokens = float((self.table.tree_tokens[idx] * self.table.progress[idx]).sum())
         flops = self.train.flops(tokens)
