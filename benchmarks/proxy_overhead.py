@@ -18,6 +18,12 @@ costs on top (``logic_*``: proxy - bare).
 
 ``--out`` writes a flat JSON object with ``p50_added_ms_1``, ``p50_added_ms_256``, ``p99_added_ms_256``
 (and the underlying percentiles).
+
+``--replicated`` measures instead the layout of ``cluster.execution_nodes``: proxy replicas in their own
+processes (Ray actors, as on execution nodes) share one router actor (``gyre.proxy.shared_router``) in front
+of one engine actor. At 256 concurrent sessions, rounds alternate between the sessions all going through
+1 replica and split over 2 replicas (and the engine called directly over Ray, the baseline): keys
+``replicas_<n>_p50_added_ms_256`` / ``_p99_``, their percentiles and each replica's CPU per call.
 """
 
 from __future__ import annotations
@@ -34,6 +40,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -147,11 +154,17 @@ async def direct_round(engine, prompt_ids: list[int], sessions: int, calls: int,
 
 async def http_round(client, path: str, keys: list[str], sessions: int, calls: int, new_tokens: int) -> list[float]:
     """``calls`` sequential chat requests per session, the sessions concurrent; each session's own key."""
+    return await spread_round([(client, key) for key in keys[:sessions]], path, calls, new_tokens)
+
+
+async def spread_round(targets: list[tuple[Any, str]], path: str, calls: int, new_tokens: int) -> list[float]:
+    """As ``http_round``, each session to its own (client, key): sessions spread over several servers."""
     body = json.dumps({"model": "m", "messages": MESSAGES, "max_tokens": new_tokens, "temperature": 0}).encode()
     latencies: list[float] = []
 
     async def session(index: int) -> None:
-        headers = {"authorization": f"Bearer {keys[index]}", "content-type": "application/json"}
+        client, key = targets[index]
+        headers = {"authorization": f"Bearer {key}", "content-type": "application/json"}
         for _ in range(calls):
             start = time.perf_counter()
             async with client.post(path, data=body, headers=headers) as response:
@@ -160,7 +173,7 @@ async def http_round(client, path: str, keys: list[str], sessions: int, calls: i
             assert response.status == 200, payload
             assert json.loads(payload)["usage"]["completion_tokens"] == new_tokens
 
-    await asyncio.gather(*(session(i) for i in range(sessions)))
+    await asyncio.gather(*(session(i) for i in range(len(targets))))
     return latencies
 
 
@@ -218,18 +231,107 @@ async def measure(sessions: int, calls: int, rounds: int, new_tokens: int, run_d
     return out
 
 
+class ReplicaHost:
+    """A proxy replica in its own process (a Ray actor), as `ExecutionWorker` runs one on each execution node."""
+
+    def __init__(self, service: Any, run_dir: str) -> None:
+        from gyre.harness.nodes import start_replica
+
+        self.server = start_replica({"log_level": "error"}, "tiny", run_dir, service)
+
+    def open(self, names: list[str]) -> list[str]:
+        return [self.server.proxy.open_execution(name) for name in names]
+
+    def base_url(self) -> str:
+        return self.server.base_url
+
+    def cpu_s(self) -> float:
+        return time.process_time()
+
+
+async def measure_replicated(sessions: int, rounds: int, new_tokens: int, run_dir: str) -> dict[str, float]:
+    import aiohttp
+    import ray
+
+    from gyre.cells.remote import EngineHost, RemoteEngine
+    from gyre.proxy.shared_router import RouterService
+
+    ray.init(include_dashboard=False, log_to_driver=False, configure_logging=False)
+    try:
+        actor = ray.remote(EngineHost).options(num_cpus=0, max_concurrency=10_000).remote(
+            {"kind": "hf", "max_batch_size": sessions}, "tiny", "bench")
+        service = ray.remote(RouterService).options(num_cpus=0, max_concurrency=100_000).remote(60.0, 1.0)
+        await service.route.remote("cell-0", actor, sessions)
+        hosts = [ray.remote(ReplicaHost).options(num_cpus=0, max_concurrency=100).remote(service, run_dir) for _ in range(2)]
+        urls = await asyncio.gather(*[host.base_url.remote() for host in hosts])
+        engine = RemoteEngine(actor, "bench")
+        prompt_ids = bench_prompt_ids()
+        clients = [aiohttp.ClientSession(base_url=url, connector=aiohttp.TCPConnector(limit=sessions + 8)) for url in urls]
+        layouts: dict[int, list[tuple[Any, str]]] = {}
+        for replicas in (1, 2):  # session i goes through replica i % replicas; each layout has its own executions
+            targets: list[tuple[Any, str]] = [None] * sessions  # type: ignore[list-item]
+            for index in range(replicas):
+                mine = list(range(index, sessions, replicas))
+                keys = await hosts[index].open.remote([f"r{replicas}-s{i}" for i in mine])
+                for i, key in zip(mine, keys):
+                    targets[i] = (clients[index], key)
+            layouts[replicas] = targets
+        latencies: dict[str, list[float]] = {"direct": [], "replicas_1": [], "replicas_2": []}
+        cpu = {"replicas_1": 0.0, "replicas_2": 0.0}
+        path = "v1/chat/completions"
+        try:
+            await direct_round(engine, prompt_ids, sessions, 1, new_tokens)  # warm-up every side
+            for replicas in (1, 2):
+                await spread_round(layouts[replicas], path, 1, new_tokens)
+            for _ in range(rounds):  # alternate, so load drifts on a shared machine hit every side alike
+                latencies["direct"] += await direct_round(engine, prompt_ids, sessions, 1, new_tokens)
+                for replicas in (1, 2):
+                    before = sum(await asyncio.gather(*[host.cpu_s.remote() for host in hosts]))
+                    latencies[f"replicas_{replicas}"] += await spread_round(layouts[replicas], path, 1, new_tokens)
+                    cpu[f"replicas_{replicas}"] += sum(await asyncio.gather(*[h.cpu_s.remote() for h in hosts])) - before
+        finally:
+            for client in clients:
+                await client.close()
+    finally:
+        ray.shutdown()
+    out: dict[str, float] = {}
+    for side, values in latencies.items():
+        ms = np.array(values) * 1e3
+        for q in (50, 99):
+            out[f"{side}_p{q}_ms_{sessions}"] = float(np.percentile(ms, q))
+    for replicas in (1, 2):
+        side = f"replicas_{replicas}"
+        for q in ("p50", "p99"):
+            out[f"{side}_{q}_added_ms_{sessions}"] = out[f"{side}_{q}_ms_{sessions}"] - out[f"direct_{q}_ms_{sessions}"]
+        out[f"{side}_cpu_ms_per_call_{sessions}"] = cpu[side] * 1e3 / len(latencies[side])
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out", help="write the results as flat JSON here")
     parser.add_argument("--calls", type=int, default=300, help="calls per side at concurrency 1 (alternating one by one)")
     parser.add_argument("--rounds-256", type=int, default=6, help="alternating rounds of 256 concurrent calls per side")
     parser.add_argument("--new-tokens", type=int, default=4, help="tokens generated per call (greedy)")
+    parser.add_argument("--replicated", action="store_true",
+                        help="measure 1 vs 2 proxy replicas sharing one router actor (cluster.execution_nodes) instead")
     parser.add_argument("--serve-bare", type=int, metavar="SESSIONS", help=argparse.SUPPRESS)  # the bare side's subprocess
     args = parser.parse_args()
     if args.serve_bare:
         serve_bare(args.serve_bare)
         return
     results: dict[str, float] = {"new_tokens": float(args.new_tokens)}
+    if args.replicated:
+        with tempfile.TemporaryDirectory() as run_dir:
+            results.update(asyncio.run(measure_replicated(256, args.rounds_256, args.new_tokens, run_dir)))
+        print(f"{'side':>11} {'p50':>9} {'added p50':>10} {'p99':>9} {'added p99':>10}  (ms, 256 sessions; added = side - direct)")
+        for side in ("direct", "replicas_1", "replicas_2"):
+            p50, p99 = results[f"{side}_p50_ms_256"], results[f"{side}_p99_ms_256"]
+            print(f"{side:>11} {p50:>9.2f} {p50 - results['direct_p50_ms_256']:>10.2f} {p99:>9.2f} "
+                  f"{p99 - results['direct_p99_ms_256']:>10.2f}")
+        if args.out:
+            Path(args.out).write_text(json.dumps(results, indent=2, sort_keys=True))
+        return
     with tempfile.TemporaryDirectory() as run_dir:
         for sessions, rounds in ((1, args.calls), (256, args.rounds_256)):
             results.update(asyncio.run(measure(sessions, 1, rounds, args.new_tokens, run_dir)))

@@ -53,8 +53,30 @@ def loop_config(cfg: DictConfig) -> LoopConfig:
     return LoopConfig(**{k: getattr(trainer, k) for k in loop_keys}, seed=cfg.seed)
 
 
+@dataclass
+class ExecutionNodes:
+    """Where executions run: the driver's machine (``count`` 0) or one worker per Ray node with a ``sandbox``
+    resource (``gyre.harness.nodes``); the ``cluster.execution_nodes`` keys."""
+
+    count: int = 0  # cluster.execution_nodes
+    sandbox_per_execution: float = 1.0
+    simulate: bool = False  # cluster.simulate_execution_nodes: start the nodes on this machine
+
+    @classmethod
+    def from_config(cls, cfg: DictConfig) -> ExecutionNodes:
+        cluster = cfg.cluster
+        nodes = cls(int(cluster.get("execution_nodes", 0) or 0), float(cluster.get("sandbox_per_execution", 1.0)),
+                    bool(cluster.get("simulate_execution_nodes", False)))
+        if nodes.count < 0:
+            raise ValueError(f"cluster.execution_nodes must be >= 0, got {nodes.count}")
+        return nodes
+
+
+EXECUTION_NODE_KEYS = ("execution_nodes", "sandbox_per_execution", "simulate_execution_nodes")
+
+
 def cluster_config(cfg: DictConfig) -> ClusterConfig:
-    cluster = to_plain(cfg.cluster)
+    cluster = {k: v for k, v in to_plain(cfg.cluster).items() if k not in EXECUTION_NODE_KEYS}
     rollout = to_plain(cfg.rollout)
     loss = build(LossConfig, cfg.algo, "algo")  # validate before the actors see it
     cell = {
@@ -93,6 +115,7 @@ def run(cfg: DictConfig) -> int:
     from gyre.harness.factory import check_isolation
     from gyre.models import load_tokenizer
     from gyre.proxy.config import ProxyConfig
+    from gyre.proxy.routing import LocalRouting
     from gyre.proxy.server import ProxyServer, build_proxy
     from gyre.tracking import Tracker
     from gyre.trainer.cluster import Cluster
@@ -127,20 +150,45 @@ def run(cfg: DictConfig) -> int:
     else:
         tasks, val_tasks = loaded.tasks, held_out.tasks
 
+    nodes = ExecutionNodes.from_config(cfg)
+    simulated = None
     if not ray.is_initialized():
-        ray.init(include_dashboard=False, log_to_driver=False, configure_logging=False,
-                 runtime_env={"env_vars": {k: v for k, v in os.environ.items() if k.startswith("GYRE_")}})
+        runtime_env = {"env_vars": {k: v for k, v in os.environ.items() if k.startswith("GYRE_")}}
+        if nodes.count and nodes.simulate:
+            from gyre.harness.nodes import SimulatedNodes
+
+            slots = int(cfg.harness.concurrency * nodes.sandbox_per_execution)
+            simulated = SimulatedNodes(nodes.count, slots, runtime_env=runtime_env)
+        else:
+            ray.init(include_dashboard=False, log_to_driver=False, configure_logging=False, runtime_env=runtime_env)
     proxy_cfg = ProxyConfig.from_mapping({**to_plain(cfg.proxy), "run_dir": str(run_dir)})
-    proxy = build_proxy(load_tokenizer(cfg.model.path), [], proxy_cfg)
-    server = ProxyServer(proxy).start()
+    server = None
+    if nodes.count:  # proxy replicas on the execution nodes share one router (gyre.proxy.shared_router)
+        from gyre.proxy.routing import SharedRouting
+        from gyre.proxy.shared_router import RouterService
+
+        service = ray.remote(RouterService).options(num_cpus=0, max_concurrency=100_000).remote(
+            proxy_cfg.queue_timeout_s, proxy_cfg.retry_after_s)
+        routing = SharedRouting(service)
+    else:
+        proxy = build_proxy(load_tokenizer(cfg.model.path), [], proxy_cfg)
+        server = ProxyServer(proxy).start()
+        routing = LocalRouting(proxy.router, server.on_loop)
     sandbox = env.sandbox
 
-    async def main() -> int:
-        def on_router_loop(coroutine):
-            return asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coroutine, server.loop))
+    def execution_pool() -> Any:
+        if not nodes.count:
+            return make_pool(cfg, server=server, sandbox=sandbox, run_dir=run_dir)
+        from gyre.harness.nodes import NodePool, start_workers
 
-        cluster = Cluster(cluster_cfg, router=proxy.router, on_router_loop=on_router_loop)
-        pool = make_pool(cfg, proxy=proxy, server=server, sandbox=sandbox, run_dir=run_dir)
+        slots = start_workers(nodes.count, harness=to_plain(cfg.harness), env=to_plain(cfg.env),
+                              proxy=to_plain(cfg.proxy), model_path=cfg.model.path, run_dir=str(run_dir),
+                              router_service=service, sandbox_per_execution=nodes.sandbox_per_execution)
+        return NodePool(slots, progress=bool(cfg.harness.get("progress", True)), label=str(cfg.harness.name))
+
+    async def main() -> int:
+        cluster = Cluster(cluster_cfg, routing=routing)
+        pool = execution_pool()
         config = OmegaConf.to_container(cfg, resolve=True)
         with Tracker(run_dir, backends=list(cfg.tracking.backends), project=cfg.tracking.project,
                      run_name=cfg.tracking.run_name, config=config, wandb_mode=cfg.tracking.wandb_mode,
@@ -158,7 +206,10 @@ def run(cfg: DictConfig) -> int:
     try:
         return asyncio.run(main())
     finally:
-        server.stop()
+        if server is not None:
+            server.stop()
+        if simulated is not None:
+            simulated.shutdown()
 
 
 class ProgressLine:

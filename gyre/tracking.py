@@ -31,6 +31,7 @@ name                               meaning
 ``tree_token_ratio``               tokens/tree / tokens/path (the saving of prefix sharing)
 ``executions/trained``, ``/no_calls``, ``/timeout``, ``/crashed``, ``/partial``  the step's executions by outcome
 ``executions/finished_since_last_step``  executions that finished since the previous step
+``executions/nodes``               execution nodes the step's executions ran on (only with ``cluster.execution_nodes``)
 ``executions/streamed_in``  executions the step took after it started (``scheduler.stream_from < 1``)
 ``rollout/execution_time_s``, ``rollout/model_time_s``, ``rollout/tool_time_s``, ``rollout/execution_calls``
                                    per execution finished since the last step (lists; the simulator's calibration)
@@ -39,6 +40,7 @@ name                               meaning
 ``staleness/mean``, ``staleness/max``  policy versions between an execution's dispatch and its training
 ``step_time_s``                    wall seconds since the previous step ended
 ``dropped_stale``, ``aborted_stale``, ``unscorable``  executions left out so far (cumulative)
+``executions/lost``                of the unscorable, those whose execution worker died under them (cumulative)
 ``cells``, ``cells/capacity``, ``group_size``, ``scheduler``  the run's shape (``scheduler``: its settings)
 ``cells/<cell>/<role>_s``          seconds each cell spent in each role so far
 ``idle_fraction``, ``idle_fraction/<role>``  share of cell time with nothing to do (all; per role)

@@ -176,6 +176,8 @@ SMALLEST: dict[str, Callable[[str, Workspace], Invocation]] = {
         "--turn-max-new-tokens", "4", "--repeats", "1"),
     "python benchmarks/proxy_overhead.py --out proxy.json": lambda c, ws: benchmark(
         c, ws, "--calls", "10", "--rounds-256", "1"),
+    "python benchmarks/proxy_overhead.py --replicated --out proxy_replicated.json": lambda c, ws: benchmark(
+        c, ws, "--rounds-256", "1"),
     "python benchmarks/proxy_long_context.py --out long_context.json": lambda c, ws: benchmark(
         c, ws, "--turns", "8", "--every", "4"),
     "python benchmarks/long_horizon.py --out long.json": lambda c, ws: benchmark(

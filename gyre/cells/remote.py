@@ -48,3 +48,32 @@ class RemoteEngine:
 
     def stats(self) -> dict[str, float]:
         return {}
+
+
+class EngineHost:
+    """A rollout engine alone in a Ray actor (``ray.remote(EngineHost)``), routable like a cell's engine rank:
+    for serving a model on another node without the training side (and for benchmarks of the routing path).
+    ``rollout`` is a ``conf/rollout`` section as a plain dict."""
+
+    def __init__(self, rollout: dict[str, Any], model_path: str, engine_id: str, torch_threads: int = 1) -> None:
+        import torch
+
+        from gyre.rollout import make_engine_from_config
+
+        torch.set_num_threads(torch_threads)
+        self.engine = make_engine_from_config(rollout, model_path=model_path, engine_id=engine_id)
+
+    async def generate(self, session_id: str, prompt_ids: list[int], sampling: SamplingParams) -> Generation:
+        return await self.engine.generate(session_id, prompt_ids, sampling)
+
+    async def abort(self, session_id: str) -> bool:
+        return await self.engine.abort(session_id)
+
+    async def export_session(self, session_id: str) -> KVState | None:
+        return await self.engine.export_session(session_id)
+
+    async def import_session(self, session_id: str, state: KVState) -> None:
+        await self.engine.import_session(session_id, state)
+
+    def stats(self) -> dict[str, float]:
+        return dict(self.engine.stats())

@@ -133,6 +133,12 @@ class ProxyServer:
             raise RuntimeError("the proxy server is not running")
         return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result(timeout_s)
 
+    def on_loop(self, coroutine: Coroutine[Any, Any, T]) -> asyncio.Future[T]:
+        """Run ``coroutine`` on the server's loop, awaitable from another running loop (the driver's)."""
+        if self.loop is None:
+            raise RuntimeError("the proxy server is not running")
+        return asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coroutine, self.loop))
+
     def stop(self, timeout_s: float = 10.0) -> None:
         """Stop serving and flush the records (engines belong to the caller)."""
         self._server.should_exit = True

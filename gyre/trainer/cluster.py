@@ -24,8 +24,8 @@ import ray
 
 from gyre.cells.cell import Cell
 from gyre.cells.config import CellConfig
-from gyre.cells.remote import RemoteEngine
 from gyre.protocol import PackedBatch
+from gyre.proxy.routing import LocalRouting, SharedRouting
 from gyre.replica.step import reduce_stats, rescale_stats
 from gyre.replica.transfer import Transfer, host_store
 from gyre.scheduler.state import CellView, Role
@@ -49,14 +49,17 @@ class ClusterConfig:
 
 class Cluster:
     """``router`` is the proxy's router; ``on_router_loop`` runs a coroutine on the loop the router lives on
-    (the proxy serves from its own thread), default: this loop."""
+    (the proxy serves from its own thread), default: this loop. ``routing`` instead: the router shared by
+    proxy replicas (`gyre.proxy.routing.SharedRouting`)."""
 
-    def __init__(self, cfg: ClusterConfig, router: Any | None = None, on_router_loop: Any | None = None):
+    def __init__(self, cfg: ClusterConfig, router: Any | None = None, on_router_loop: Any | None = None,
+                 routing: LocalRouting | SharedRouting | None = None):
         if cfg.cells < 1:
             raise ValueError(f"cluster.cells must be >= 1, got {cfg.cells}")
         self.cfg = cfg
-        self.router = router
-        self.on_router_loop = on_router_loop or (lambda coroutine: coroutine)
+        if routing is None and router is not None:
+            routing = LocalRouting(router, on_router_loop)
+        self.routing = routing
         self.store, self.port = host_store(cfg.host)
         self.epoch = 0  # membership epoch: every bulk switch starts one (transfer groups belong to it)
         self.ids = [f"cell{i}" for i in range(cfg.cells)]
@@ -153,9 +156,8 @@ class Cluster:
         if not cell_ids:
             return
         serving = [c for c in cell_ids if sources[c] == Role.ROLLOUT]
-        routed = [c for c in serving if self.router is not None and c in self.router.cells]
-        if routed:
-            self.drain_reports += await self.on_router_loop(self._drain_all(routed))
+        if serving and self.routing is not None:
+            self.drain_reports += await self.routing.drain(serving)
         satellites = [c for c in cell_ids if c != self.core_id]
         entering = [self.core.enter_train(None)] if self.core_id in cell_ids else []
         if satellites:  # one broadcast of the core's weights to every joining satellite
@@ -166,12 +168,6 @@ class Cluster:
         if self.step is not None:
             self.step_members.update(cell_ids)
 
-    async def _drain_all(self, cell_ids: list[str]) -> list[Any]:
-        """Drain several cells at once (runs on the router's loop): all are marked draining first."""
-        for cell_id in cell_ids:
-            self.router.cells[cell_id].draining = True
-        return list(await asyncio.gather(*[self.router.drain(cell_id) for cell_id in cell_ids]))
-
     async def _to_rollout(self, cell_ids: list[str], sources: dict[str, Role]) -> None:
         if not cell_ids:
             return
@@ -180,22 +176,8 @@ class Cluster:
         if self.step is not None:
             await self._push_grads([c for c in training if c != self.core_id], "leave")
         await asyncio.gather(*[self.cells[c].enter_rollout() for c in cell_ids])
-        if self.router is not None:
-            await self.on_router_loop(self._route_all(cell_ids))
-
-    async def _route_all(self, cell_ids: list[str]) -> None:
-        for cell_id in cell_ids:
-            await self._route_to(cell_id)
-
-    async def _route_to(self, cell_id: str) -> None:
-        """Let the router place executions on the cell again (runs on the router's loop)."""
-        from gyre.proxy.router import RoutedCell
-
-        if cell_id in self.router.cells:
-            self.router.undrain(cell_id)
-        else:
-            engine = RemoteEngine(self.cells[cell_id].engine_rank, cell_id)
-            self.router.add_cell(RoutedCell(cell_id, engine, capacity=self.cfg.call_capacity))
+        if self.routing is not None:
+            await self.routing.route({c: self.cells[c].engine_rank for c in cell_ids}, self.cfg.call_capacity)
 
     async def _push_grads(self, satellites: list[str], purpose: str) -> None:
         """Sum the satellites' gradients into the core's inbox, shard to shard."""

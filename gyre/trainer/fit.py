@@ -109,6 +109,7 @@ class Driver:
         self.intake: StepIntake | None = None  # the running step's batch
         self.running: set[asyncio.Future] = set()
         self.finished_log: list[dict[str, Any]] = []  # per execution, since the last step
+        self.lost = 0  # executions whose execution worker died under them (gyre.harness.nodes)
         self.step_started: float | None = None
         self.last_step_end = time.perf_counter()
         self._wake = asyncio.Event()
@@ -185,6 +186,7 @@ class Driver:
         else:
             execution: Execution = future.result()
             scorable = is_scorable(execution)
+            self.lost += execution.reward_detail.get("note") == "worker_lost"
             self.buffer.finish(group_id, execution, scorable=scorable)
             self.finished_log.append({
                 "domain": execution.domain, "reward": execution.reward, "status": execution.status,
@@ -295,6 +297,9 @@ class Driver:
         metrics["executions/no_calls"] = sum(1 for e in executions if not e.calls)  # left out (trajectory.processor)
         metrics["executions/timeout"] = statuses.count("timeout")
         metrics["executions/crashed"] = statuses.count("crashed")
+        nodes = {e.reward_detail["node_id"] for e in executions if "node_id" in e.reward_detail}
+        if nodes:  # cluster.execution_nodes > 0: on how many nodes the step's executions ran
+            metrics["executions/nodes"] = len(nodes)
         metrics["executions/partial"] = int(((rewards > 0) & (rewards < 1)).sum())
         metrics["executions/finished_since_last_step"] = len(self.finished_log)
         # Each execution finished since the last step (possibly none: a step can train on executions that
@@ -320,6 +325,7 @@ class Driver:
         metrics["dropped_stale"] = self.buffer.dropped_stale
         metrics["aborted_stale"] = self.buffer.aborted
         metrics["unscorable"] = self.buffer.unscorable
+        metrics["executions/lost"] = self.lost
         for cell, roles in self.cluster.seconds_in_roles().items():
             for role, secs in roles.items():
                 metrics[f"cells/{cell}/{role}_s"] = secs
@@ -390,15 +396,14 @@ class Driver:
         """Charge ``seconds`` of each cell's time to its role, and to idle when it had nothing to do."""
         step = self.cluster.step
         busy_trainers = set(step.inflight) if step is not None else set()
-        router_cells = self.cluster.router.cells if self.cluster.router is not None else {}
+        inflight = self.cluster.routing.inflight() if self.cluster.routing is not None else {}
         for view in self.cluster.views():
             role = view.role.value
             self.role_seconds[role] += seconds
             if view.role == Role.TRAIN and view.id not in busy_trainers:
                 self.idle_seconds[role] += seconds
             elif view.role == Role.ROLLOUT:
-                routed = router_cells.get(view.id)
-                if routed is not None and routed.inflight == 0:
+                if inflight.get(view.id) == 0:
                     self.idle_seconds[role] += seconds
             elif view.role in (Role.SWITCHING, Role.IDLE):
                 self.idle_seconds[role] += seconds

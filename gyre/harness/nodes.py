@@ -1,0 +1,317 @@
+"""Executions on several Ray nodes: one `ExecutionWorker` per execution node, placed by the driver's `NodePool`.
+
+A worker owns its node's executions: workspaces, sandboxes, harness processes and scoring (a local
+`ExecutionPool`), and a proxy replica on the node's loopback that its harnesses call (the per-call CPU work
+stays on the node). Every replica consults one `RouterService` (``gyre.proxy.shared_router``) for routing,
+so affinity, capacity and drains are decided in one place; records are written by the replica that
+served the call, into the run's ``records/`` folder as always, and come back with each `Execution`.
+
+The driver's `NodePool` has `ExecutionPool`'s interface (``submit`` / ``run`` / ``close``), so the training
+loop and validation use it unchanged. It places each execution on the least-loaded live worker, preferring
+one that already ran a task of the same repository (its mirror and caches are warm) while that worker has
+room. A worker that dies fails its running executions as ``crashed`` (reason in the detail, left out of
+training as unscorable: the policy did not cause it), and new executions go to the workers still alive.
+
+Which nodes: those whose Ray resources include ``sandbox`` (``ray start --resources='{"sandbox": 16}'``).
+A worker reserves its node's whole ``sandbox`` amount and runs ``sandbox / cluster.sandbox_per_execution``
+executions at once. ``cluster.simulate_execution_nodes`` starts such nodes on this one machine
+(``ray.cluster_utils.Cluster``), to try the layout, or test it, without a cluster.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Self
+
+from gyre.harness.execution import new_execution_id
+from gyre.harness.pool import PoolProgress
+from gyre.protocol import Execution
+
+if TYPE_CHECKING:
+    from gyre.envs import Task
+
+log = logging.getLogger(__name__)
+
+SANDBOX_RESOURCE = "sandbox"
+
+
+class ExecutionWorker:
+    """One node's executions and proxy replica (a Ray actor: ``ray.remote(ExecutionWorker)``).
+
+    ``harness``, ``env`` and ``proxy`` are the plain config sections; ``router_service`` the shared
+    `RouterService` handle (None for a harness that uses no model, e.g. the oracle)."""
+
+    def __init__(self, harness: dict[str, Any], env: dict[str, Any], proxy: dict[str, Any], model_path: str,
+                 run_dir: str, router_service: Any, concurrency: int) -> None:
+        from gyre.envs import Sandbox
+        from gyre.harness.config import HarnessConfig
+        from gyre.harness.endpoint import ProxyEndpoint
+        from gyre.harness.factory import make_runner
+        from gyre.harness.harnesses import get_harness
+        from gyre.harness.pool import ExecutionPool
+
+        harness_config = HarnessConfig.from_mapping(harness)
+        sandbox = Sandbox.from_config(env.get("sandbox"))
+        self.server = None
+        endpoint = None
+        if get_harness(harness_config.name).uses_model:
+            self.server = start_replica(proxy, model_path, run_dir, router_service)
+            endpoint = ProxyEndpoint(self.server)
+        runner = make_runner(harness_config, sandbox=sandbox, run_dir=Path(run_dir) / "executions",
+                             eval_retries=int(env.get("eval_retries", 2)), endpoint=endpoint)
+        self.pool = ExecutionPool(runner, concurrency=concurrency, score_concurrency=harness_config.score_concurrency,
+                                  progress=False)
+        self._running: dict[str, asyncio.Future[Execution]] = {}
+        import ray
+
+        self.node_id = ray.get_runtime_context().get_node_id()
+
+    def describe(self) -> dict[str, Any]:
+        """Where this worker runs and its replica's address (None without one)."""
+        import os
+
+        return {"node_id": self.node_id, "pid": os.getpid(),
+                "proxy": self.server.base_url if self.server is not None else None,
+                "concurrency": self.pool.concurrency}
+
+    async def run(self, task: Task, group: str, sample_index: int, execution_id: str, time_limit_s: float | None,
+                  max_calls: int | None, prepare: Callable[[Path], None] | None) -> Execution:
+        future = self.pool.submit(task, group, sample_index, execution_id=execution_id, time_limit_s=time_limit_s,
+                                  max_calls=max_calls, prepare=prepare)
+        self._running[execution_id] = future
+        try:
+            execution = await future
+        finally:
+            self._running.pop(execution_id, None)
+        execution.reward_detail["node_id"] = self.node_id  # where it ran (its workspace and logs are there)
+        return execution
+
+    async def cancel(self, execution_id: str) -> bool:
+        """Stop one execution (its harness is killed and its key closed); False if it is not running here."""
+        future = self._running.pop(execution_id, None)
+        if future is None:
+            return False
+        future.cancel()
+        await asyncio.gather(future, return_exceptions=True)
+        return True
+
+    async def close(self) -> None:
+        await self.pool.close()
+        if self.server is not None:
+            self.server.stop()
+
+
+def start_replica(proxy: dict[str, Any], model_path: str, run_dir: str, router_service: Any) -> Any:
+    """A proxy replica on this node's loopback (a free port), routing through ``router_service``."""
+    from gyre.chat import ChatTemplate
+    from gyre.models import load_tokenizer
+    from gyre.proxy.config import ProxyConfig
+    from gyre.proxy.server import ProxyServer
+    from gyre.proxy.service import Proxy
+    from gyre.proxy.shared_router import RemoteRouter
+
+    config = ProxyConfig.from_mapping({**proxy, "host": "127.0.0.1", "port": 0, "run_dir": run_dir})
+    return ProxyServer(Proxy(ChatTemplate(load_tokenizer(model_path)), RemoteRouter(router_service), config)).start()
+
+
+@dataclass(eq=False)
+class WorkerSlot:
+    """The driver's view of one worker: its handle, capacity, load and the repositories it has served."""
+
+    name: str
+    handle: Any
+    node_id: str
+    capacity: int
+    running: int = 0
+    alive: bool = True
+    repositories: set[str] = field(default_factory=set)
+
+    @property
+    def load(self) -> float:
+        return self.running / self.capacity
+
+
+def repository_of(task: Task) -> str:
+    """What a worker caches per task: the repository (SWE rows name it), else the workspace source."""
+    return str(task.meta.get("repo") or task.source.describe())
+
+
+def choose_worker(slots: Sequence[WorkerSlot], task: Task) -> WorkerSlot | None:
+    """The least-loaded live worker, preferring one that served the task's repository while it has room."""
+    alive = [slot for slot in slots if slot.alive]
+    if not alive:
+        return None
+    repository = repository_of(task)
+    warm = [slot for slot in alive if repository in slot.repositories and slot.running < slot.capacity]
+    return min(warm or alive, key=lambda slot: (slot.load, slot.running, slot.name))
+
+
+def worker_lost(task: Task, group: str, sample_index: int, execution_id: str, reason: str) -> Execution:
+    """The execution a dead (or missing) worker could not deliver: crashed, unscorable, with the reason."""
+    detail = {"unscorable": True, "note": "worker_lost", "error": reason, "stop_reason": "error", "num_calls": 0,
+              "sample_index": sample_index}
+    return Execution(id=execution_id, task_id=task.id, group=group, calls=[], status="crashed", reward=0.0,
+                     reward_detail=detail, domain=task.domain)
+
+
+class NodePool:
+    """`ExecutionPool`'s interface over execution workers on several nodes (see the module docstring)."""
+
+    def __init__(self, slots: Sequence[WorkerSlot], *, progress: bool = True, label: str = "executions") -> None:
+        if not slots:
+            raise ValueError("a NodePool needs at least one execution worker")
+        self.slots = list(slots)
+        self.concurrency = sum(slot.capacity for slot in self.slots)
+        self.progress = PoolProgress(progress, label)
+        self._pending: set[asyncio.Future[Execution]] = set()
+
+    def submit(
+        self,
+        task: Task,
+        group: str | None = None,
+        sample_index: int = 0,
+        *,
+        execution_id: str | None = None,
+        time_limit_s: float | None = None,
+        max_calls: int | None = None,
+        prepare: Callable[[Path], None] | None = None,
+    ) -> asyncio.Future[Execution]:
+        """Place one execution on a worker now; the future resolves to its `Execution`."""
+        group = group or task.id
+        execution_id = execution_id or new_execution_id(task.id, sample_index)
+        slot = choose_worker(self.slots, task)
+        if slot is not None:  # counted from now, so that the next submission sees this one
+            slot.running += 1
+            slot.repositories.add(repository_of(task))
+        self.progress.submitted()
+        future = asyncio.ensure_future(self._run(slot, task, group, sample_index, execution_id, time_limit_s,
+                                                 max_calls, prepare))
+        self._pending.add(future)
+        future.add_done_callback(self._pending.discard)
+        return future
+
+    async def run(self, tasks: Sequence[Task], samples: int = 1) -> list[Execution]:
+        """Every task ``samples`` times (group = task id); results in task-major order."""
+        if samples < 1:
+            raise ValueError(f"samples must be >= 1, got {samples}")
+        futures = [self.submit(task, task.id, index) for task in tasks for index in range(samples)]
+        return list(await asyncio.gather(*futures))
+
+    async def _run(self, slot: WorkerSlot | None, task: Task, group: str, sample_index: int, execution_id: str,
+                   time_limit_s: float | None, max_calls: int | None, prepare: Any) -> Execution:
+        from ray.exceptions import RayActorError
+
+        if slot is None:
+            execution = worker_lost(task, group, sample_index, execution_id, "no execution worker is alive")
+            self.progress.finished(execution, began=False)
+            return execution
+        self.progress.started()
+        execution: Execution | None = None
+        try:
+            execution = await slot.handle.run.remote(task, group, sample_index, execution_id, time_limit_s,
+                                                     max_calls, prepare)
+            return execution
+        except asyncio.CancelledError:
+            slot.handle.cancel.remote(execution_id)  # its harness is killed and its key closed on the node
+            raise
+        except RayActorError as error:
+            if slot.alive:
+                log.error("execution worker %s (node %s) died; its running executions fail as crashed", slot.name,
+                          slot.node_id[:12])
+            slot.alive = False
+            execution = worker_lost(task, group, sample_index, execution_id,
+                                    f"execution worker {slot.name} on node {slot.node_id[:12]} died: {type(error).__name__}")
+            return execution
+        finally:
+            slot.running -= 1
+            self.progress.finished(execution)
+
+    async def cancel_all(self) -> None:
+        pending = list(self._pending)
+        for future in pending:
+            future.cancel()
+        await asyncio.gather(*pending, return_exceptions=True)
+
+    async def close(self) -> None:
+        """Cancel what still runs, close the workers (their replicas flush their records) and end them."""
+        import ray
+
+        await self.cancel_all()
+        live = [slot for slot in self.slots if slot.alive]
+        await asyncio.gather(*[slot.handle.close.remote() for slot in live], return_exceptions=True)
+        for slot in live:
+            ray.kill(slot.handle)
+        self.progress.close()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *_: object) -> None:
+        await self.close()
+
+
+def execution_nodes(count: int) -> list[dict[str, Any]]:
+    """The first ``count`` live Ray nodes that offer the ``sandbox`` resource (by node id), or a clear error."""
+    import ray
+
+    nodes = sorted((node for node in ray.nodes() if node["Alive"] and node["Resources"].get(SANDBOX_RESOURCE, 0) > 0),
+                   key=lambda node: node["NodeID"])
+    if len(nodes) < count:
+        raise ValueError(
+            f"cluster.execution_nodes={count}, but only {len(nodes)} live Ray node(s) offer a {SANDBOX_RESOURCE!r} "
+            f"resource (start them with ray start --resources='{{\"{SANDBOX_RESOURCE}\": N}}', or set "
+            "cluster.simulate_execution_nodes=true to start them on this machine)"
+        )
+    return nodes[:count]
+
+
+def start_workers(count: int, *, harness: dict[str, Any], env: dict[str, Any], proxy: dict[str, Any], model_path: str,
+                  run_dir: str, router_service: Any, sandbox_per_execution: float = 1.0) -> list[WorkerSlot]:
+    """One `ExecutionWorker` on each of ``count`` execution nodes; returns their slots once all are up."""
+    import ray
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    if sandbox_per_execution <= 0:
+        raise ValueError(f"cluster.sandbox_per_execution must be > 0, got {sandbox_per_execution}")
+    remote = ray.remote(ExecutionWorker)
+    slots = []
+    for index, node in enumerate(execution_nodes(count)):
+        amount = node["Resources"][SANDBOX_RESOURCE]
+        capacity = max(1, math.floor(amount / sandbox_per_execution + 1e-9))
+        handle = remote.options(
+            num_cpus=0, resources={SANDBOX_RESOURCE: amount}, max_concurrency=100_000, name=None,
+            scheduling_strategy=NodeAffinitySchedulingStrategy(node["NodeID"], soft=False),
+        ).remote(harness, env, proxy, model_path, run_dir, router_service, capacity)
+        slots.append(WorkerSlot(f"worker{index}", handle, node["NodeID"], capacity))
+    ray.get([slot.handle.describe.remote() for slot in slots])  # fail here if a worker cannot start
+    return slots
+
+
+class SimulatedNodes:
+    """A Ray cluster on this machine: the head (cells, driver) plus ``count`` execution nodes, each with
+    ``sandbox`` = ``slots`` (``ray.cluster_utils.Cluster``). Connects this process's Ray to it."""
+
+    def __init__(self, count: int, slots: int, *, head_cpus: int | None = None, runtime_env: dict[str, Any] | None = None):
+        import os
+
+        import ray
+        from ray.cluster_utils import Cluster as RayCluster
+
+        self.cluster = RayCluster(initialize_head=True, head_node_args={
+            "num_cpus": head_cpus if head_cpus is not None else os.cpu_count() or 1, "include_dashboard": False})
+        for _ in range(count):
+            self.cluster.add_node(num_cpus=0, resources={SANDBOX_RESOURCE: slots})
+        self.cluster.wait_for_nodes()
+        ray.init(address=self.cluster.address, include_dashboard=False, log_to_driver=False,
+                 configure_logging=False, runtime_env=runtime_env)
+
+    def shutdown(self) -> None:
+        import ray
+
+        ray.shutdown()
+        self.cluster.shutdown()

@@ -1,0 +1,136 @@
+"""Executions and proxy replicas on several Ray nodes (``gyre.harness.nodes``), tested on one machine as several
+nodes (``ray.cluster_utils``): placement over the nodes, a worker dying mid-run, and the main job end to end.
+The drain across two proxy replicas sharing one router is in ``tests/trainer/test_live_switch.py``."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from gyre.envs.loaders import load_tasks
+from gyre.harness.nodes import NodePool, SimulatedNodes, start_workers
+
+REPO = Path(__file__).resolve().parents[2]
+SLOTS = 2  # executions each simulated node runs at once
+
+
+@pytest.fixture(scope="module")
+def two_nodes():
+    """A head node plus two execution nodes on this machine; the shared test Ray session is put back after."""
+    import ray
+
+    had_ray = ray.is_initialized()
+    if had_ray:
+        ray.shutdown()
+    nodes = SimulatedNodes(2, SLOTS, head_cpus=2,
+                           runtime_env={"env_vars": {k: v for k, v in os.environ.items() if k.startswith("GYRE_")}})
+    yield nodes
+    nodes.shutdown()
+    if had_ray:  # the session fixture's cluster, as tests/conftest.py starts it
+        ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False, configure_logging=False)
+
+
+def oracle_pool(run_dir: Path) -> NodePool:
+    """Workers that run the reference solution (no model: no proxy replica needed)."""
+    env = {"sandbox": {"kind": "auto", "allow_unisolated": True}, "eval_retries": 0}
+    slots = start_workers(2, harness={"name": "oracle", "progress": False}, env=env, proxy={}, model_path="tiny",
+                          run_dir=str(run_dir), router_service=None)
+    return NodePool(slots, progress=False)
+
+
+def terminal_tasks():
+    return load_tasks("terminal", REPO / "recipes/terminalbench/tasks").tasks
+
+
+def slow_start(seconds: float):
+    def prepare(workspace: Path) -> None:  # runs on the worker's node, before the harness
+        time.sleep(seconds)
+
+    return prepare
+
+
+def test_executions_spread_over_the_nodes_and_score_there(two_nodes, tmp_path):
+    tasks = terminal_tasks()[:2]
+
+    async def scenario():
+        async with oracle_pool(tmp_path) as pool:
+            executions = await pool.run(tasks, samples=2)
+            return executions, [slot.node_id for slot in pool.slots]
+
+    executions, nodes = asyncio.run(scenario())
+    assert len(set(nodes)) == 2  # one worker per execution node
+    assert [e.task_id for e in executions] == [t.id for t in tasks for _ in range(2)]
+    assert all(e.status == "finished" and e.reward == 1.0 for e in executions), [e.reward_detail for e in executions]
+    assert {e.reward_detail["node_id"] for e in executions} == set(nodes)  # 4 executions, 2 slots per node: both used
+    assert all(Path(e.workspace).parent.parent == tmp_path / "executions" for e in executions)
+
+
+def test_a_dead_worker_fails_only_its_executions_and_new_work_goes_elsewhere(two_nodes, tmp_path):
+    import ray
+
+    tasks = terminal_tasks()
+
+    async def scenario():
+        async with oracle_pool(tmp_path) as pool:
+            doomed, survivor = pool.slots
+            futures = [pool.submit(tasks[i % len(tasks)], sample_index=i, prepare=slow_start(4.0)) for i in range(4)]
+            while doomed.running < SLOTS or survivor.running < SLOTS:  # two on each worker, all still preparing
+                await asyncio.sleep(0.05)
+            ray.kill(doomed.handle)
+            first = await asyncio.gather(*futures)
+            later = await pool.run(tasks[:2])
+            return first, later, doomed, survivor
+
+    first, later, doomed, survivor = asyncio.run(scenario())
+    lost = [e for e in first if e.status == "crashed"]
+    kept = [e for e in first if e.status != "crashed"]
+    assert len(lost) == len(kept) == 2
+    for execution in lost:
+        detail = execution.reward_detail
+        assert detail["unscorable"] and detail["note"] == "worker_lost"  # left out of training, not scored 0
+        assert "worker0" in detail["error"] and "died" in detail["error"]
+    assert all(e.reward == 1.0 and e.reward_detail["node_id"] == survivor.node_id for e in kept)
+    assert not doomed.alive and survivor.alive
+    assert all(e.status == "finished" and e.reward_detail["node_id"] == survivor.node_id for e in later)
+
+
+@pytest.mark.slow
+def test_the_main_job_on_two_simulated_execution_nodes(tmp_path):
+    """The main job with ``cluster.execution_nodes=2``: trains, its executions ran on both nodes through their
+    proxy replicas, and it logs every metric the single-machine run logs."""
+    common = ["+recipe=terminalbench", "scheduler=elastic", "trainer.total_steps=2", "cluster.cells=3",
+              "scheduler.batch_size=4", "trainer.group_size=2", "harness.max_turns=1",
+              "harness.reference.sub_agent=false", "harness.progress=false", "harness.concurrency=2"]
+    env = {**{k: v for k, v in os.environ.items() if k != "WANDB_API_KEY"}, "RAY_AUTH_MODE": "disabled"}
+    runs = {}
+    for name, extra in {"local": [], "nodes": ["cluster.execution_nodes=2", "cluster.simulate_execution_nodes=true"]}.items():
+        run_dir = tmp_path / name
+        done = subprocess.run([sys.executable, "-m", "gyre.main", *common, f"run_dir={run_dir}", *extra],
+                              capture_output=True, text=True, timeout=600, env=env, cwd=REPO)
+        assert done.returncode == 0, done.stderr[-3000:]
+        runs[name] = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    steps = runs["nodes"]
+    assert [s["step"] for s in steps] == [1, 2]
+    assert all(s["executions/trained"] >= 4 and s["tokens/tree"] > 0 and s["executions/no_calls"] == 0 for s in steps)
+    assert all(s["executions/lost"] == 0 for s in steps)
+    assert max(s["executions/nodes"] for s in steps) == 2  # both nodes' workers and replicas served the run
+    def keys(run: list[dict]) -> set[str]:  # idle_fraction/<role> appears once a cell has spent time in that role
+        return {key for step in run for key in step if not key.startswith("idle_fraction/")}
+
+    assert keys(steps) - keys(runs["local"]) == {"executions/nodes"} and keys(runs["local"]) <= keys(steps)
+    records = list((tmp_path / "nodes" / "records").glob("*.jsonl"))
+    assert len(records) >= 8  # written by the replicas into the run's records folder, as on one machine
+
+
+def test_too_few_execution_nodes_is_a_clear_error(two_nodes):
+    from gyre.harness.nodes import execution_nodes
+
+    with pytest.raises(ValueError, match=r"cluster.execution_nodes=3, but only 2 live Ray node\(s\) offer a 'sandbox'"):
+        execution_nodes(3)
