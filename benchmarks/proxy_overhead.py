@@ -20,10 +20,12 @@ costs on top (``logic_*``: proxy - bare).
 (and the underlying percentiles).
 
 ``--replicated`` measures instead the layout of ``cluster.execution_nodes``: proxy replicas in their own
-processes (Ray actors, as on execution nodes) share one router actor (``gyre.proxy.shared_router``) in front
-of one engine actor. At 256 concurrent sessions, rounds alternate between the sessions all going through
-1 replica and split over 2 replicas (and the engine called directly over Ray, the baseline): keys
-``replicas_<n>_p50_added_ms_256`` / ``_p99_``, their percentiles and each replica's CPU per call.
+processes (Ray actors, as on execution nodes, ``gyre.proxy.replica``) in front of one engine actor. At 256
+concurrent sessions, rounds alternate between the sessions all going through 1 replica and split over 2
+replicas (and the engine called directly over Ray, the baseline): keys
+``replicas_<n>_p50_added_ms_256`` / ``_p99_``, their percentiles and each replica's CPU per call. The engine
+stands in for an accelerator by default (`TimedEngine`: wall time, no host CPU); ``--replicated-engine hf``
+runs the tiny model on the host's cores instead.
 """
 
 from __future__ import annotations
@@ -231,51 +233,74 @@ async def measure(sessions: int, calls: int, rounds: int, new_tokens: int, run_d
     return out
 
 
-class ReplicaHost:
-    """A proxy replica in its own process (a Ray actor), as `ExecutionWorker` runs one on each execution node."""
+class TimedEngine:
+    """Stands in for an engine on an accelerator (replicated mode): every call takes ``seconds`` of wall time
+    and no host CPU, as a GPU's batched decode does, so the host's cores are left to the proxies being
+    measured. It returns ``new_tokens`` tokens that end by length. (This machine has no accelerator; with
+    ``--replicated-engine hf`` the tiny model runs on the host's cores instead, competing with the proxies.)"""
 
-    def __init__(self, service: Any, run_dir: str) -> None:
-        from gyre.harness.nodes import start_replica
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
 
-        self.server = start_replica({"log_level": "error"}, "tiny", run_dir, service)
+    async def generate(self, session_id: str, prompt_ids: list[int], sampling: Any) -> Any:
+        from gyre.rollout.base import Generation
 
-    def open(self, names: list[str]) -> list[str]:
-        return [self.server.proxy.open_execution(name) for name in names]
+        await asyncio.sleep(self.seconds)
+        ids = list(prompt_ids[-sampling.max_new_tokens:])
+        return Generation(ids, [0.0] * len(ids), "length", 0)
 
-    def base_url(self) -> str:
-        return self.server.base_url
+    async def abort(self, session_id: str) -> bool:
+        return False
 
-    def cpu_s(self) -> float:
-        return time.process_time()
+    async def export_session(self, session_id: str) -> None:
+        return None
+
+    async def import_session(self, session_id: str, state: Any) -> None:
+        return None
 
 
-async def measure_replicated(sessions: int, rounds: int, new_tokens: int, run_dir: str) -> dict[str, float]:
+def replica_class() -> Any:
+    """A proxy replica that also reports its process's CPU seconds (for CPU per call)."""
+    from gyre.proxy.replica import ProxyReplica
+
+    class MeasuredReplica(ProxyReplica):
+        def cpu_s(self) -> float:
+            return time.process_time()
+
+    return MeasuredReplica
+
+
+async def measure_replicated(sessions: int, rounds: int, new_tokens: int, run_dir: str, engine_kind: str,
+                             engine_ms: float) -> dict[str, float]:
     import aiohttp
     import ray
 
     from gyre.cells.remote import EngineHost, RemoteEngine
-    from gyre.proxy.shared_router import RouterService
+    from gyre.proxy.routing import ReplicatedRouting
 
-    ray.init(include_dashboard=False, log_to_driver=False, configure_logging=False)
+    ray.init(address="local", include_dashboard=False, log_to_driver=False, configure_logging=False)
     try:
-        actor = ray.remote(EngineHost).options(num_cpus=0, max_concurrency=10_000).remote(
-            {"kind": "hf", "max_batch_size": sessions}, "tiny", "bench")
-        service = ray.remote(RouterService).options(num_cpus=0, max_concurrency=100_000).remote(60.0, 1.0)
-        await service.route.remote("cell-0", actor, sessions)
-        hosts = [ray.remote(ReplicaHost).options(num_cpus=0, max_concurrency=100).remote(service, run_dir) for _ in range(2)]
-        urls = await asyncio.gather(*[host.base_url.remote() for host in hosts])
+        if engine_kind == "hf":
+            actor = ray.remote(EngineHost).options(num_cpus=0, max_concurrency=10_000).remote(
+                {"kind": "hf", "max_batch_size": sessions}, "tiny", "bench")
+        else:
+            actor = ray.remote(TimedEngine).options(num_cpus=0, max_concurrency=10_000).remote(engine_ms / 1e3)
+        replica = ray.remote(replica_class()).options(num_cpus=0, max_concurrency=1000)
+        # Layout 1: every session through one replica; layout 2: split over two (the cell's capacity split too).
+        hosts = {1: [replica.remote({"log_level": "error"}, "tiny", run_dir)],
+                 2: [replica.remote({"log_level": "error"}, "tiny", run_dir) for _ in range(2)]}
+        for layout in hosts.values():
+            await ReplicatedRouting(layout).route({"cell-0": actor}, sessions)
         engine = RemoteEngine(actor, "bench")
         prompt_ids = bench_prompt_ids()
-        clients = [aiohttp.ClientSession(base_url=url, connector=aiohttp.TCPConnector(limit=sessions + 8)) for url in urls]
+        clients: list[Any] = []
         layouts: dict[int, list[tuple[Any, str]]] = {}
-        for replicas in (1, 2):  # session i goes through replica i % replicas; each layout has its own executions
-            targets: list[tuple[Any, str]] = [None] * sessions  # type: ignore[list-item]
-            for index in range(replicas):
-                mine = list(range(index, sessions, replicas))
-                keys = await hosts[index].open.remote([f"r{replicas}-s{i}" for i in mine])
-                for i, key in zip(mine, keys):
-                    targets[i] = (clients[index], key)
-            layouts[replicas] = targets
+        for replicas, layout in hosts.items():  # session i goes through replica i % replicas
+            own = [aiohttp.ClientSession(base_url=await host.base_url.remote(),
+                                         connector=aiohttp.TCPConnector(limit=sessions + 8)) for host in layout]
+            clients += own
+            layouts[replicas] = [(own[i % replicas], await layout[i % replicas].open_execution.remote(f"r{replicas}-s{i}"))
+                                 for i in range(sessions)]
         latencies: dict[str, list[float]] = {"direct": [], "replicas_1": [], "replicas_2": []}
         cpu = {"replicas_1": 0.0, "replicas_2": 0.0}
         path = "v1/chat/completions"
@@ -286,9 +311,10 @@ async def measure_replicated(sessions: int, rounds: int, new_tokens: int, run_di
             for _ in range(rounds):  # alternate, so load drifts on a shared machine hit every side alike
                 latencies["direct"] += await direct_round(engine, prompt_ids, sessions, 1, new_tokens)
                 for replicas in (1, 2):
-                    before = sum(await asyncio.gather(*[host.cpu_s.remote() for host in hosts]))
+                    before = sum(await asyncio.gather(*[h.cpu_s.remote() for h in hosts[replicas]]))
                     latencies[f"replicas_{replicas}"] += await spread_round(layouts[replicas], path, 1, new_tokens)
-                    cpu[f"replicas_{replicas}"] += sum(await asyncio.gather(*[h.cpu_s.remote() for h in hosts])) - before
+                    after = sum(await asyncio.gather(*[h.cpu_s.remote() for h in hosts[replicas]]))
+                    cpu[f"replicas_{replicas}"] += after - before
         finally:
             for client in clients:
                 await client.close()
@@ -314,7 +340,10 @@ def main() -> None:
     parser.add_argument("--rounds-256", type=int, default=6, help="alternating rounds of 256 concurrent calls per side")
     parser.add_argument("--new-tokens", type=int, default=4, help="tokens generated per call (greedy)")
     parser.add_argument("--replicated", action="store_true",
-                        help="measure 1 vs 2 proxy replicas sharing one router actor (cluster.execution_nodes) instead")
+                        help="measure 1 vs 2 proxy replicas in their own processes (cluster.execution_nodes) instead")
+    parser.add_argument("--replicated-engine", choices=("timed", "hf"), default="timed",
+                        help="replicated mode's engine: timed (an accelerator's wall time, no host CPU) or the tiny hf model")
+    parser.add_argument("--engine-ms", type=float, default=50.0, help="the timed engine's milliseconds per call")
     parser.add_argument("--serve-bare", type=int, metavar="SESSIONS", help=argparse.SUPPRESS)  # the bare side's subprocess
     args = parser.parse_args()
     if args.serve_bare:
@@ -323,7 +352,8 @@ def main() -> None:
     results: dict[str, float] = {"new_tokens": float(args.new_tokens)}
     if args.replicated:
         with tempfile.TemporaryDirectory() as run_dir:
-            results.update(asyncio.run(measure_replicated(256, args.rounds_256, args.new_tokens, run_dir)))
+            results.update(asyncio.run(measure_replicated(256, args.rounds_256, args.new_tokens, run_dir,
+                                                          args.replicated_engine, args.engine_ms)))
         print(f"{'side':>11} {'p50':>9} {'added p50':>10} {'p99':>9} {'added p99':>10}  (ms, 256 sessions; added = side - direct)")
         for side in ("direct", "replicas_1", "replicas_2"):
             p50, p99 = results[f"{side}_p50_ms_256"], results[f"{side}_p99_ms_256"]

@@ -157,53 +157,51 @@ def run(cfg: DictConfig) -> int:
         if nodes.count and nodes.simulate:
             from gyre.harness.nodes import SimulatedNodes
 
-            slots = int(cfg.harness.concurrency * nodes.sandbox_per_execution)
-            simulated = SimulatedNodes(nodes.count, slots, runtime_env=runtime_env)
+            per_node = int(cfg.harness.concurrency * nodes.sandbox_per_execution)
+            simulated = SimulatedNodes(nodes.count, per_node, runtime_env=runtime_env)
         else:
-            ray.init(include_dashboard=False, log_to_driver=False, configure_logging=False, runtime_env=runtime_env)
-    proxy_cfg = ProxyConfig.from_mapping({**to_plain(cfg.proxy), "run_dir": str(run_dir)})
+            # A fresh local instance unless RAY_ADDRESS names a cluster (never a stray one on a shared machine)
+            ray.init(address=os.environ.get("RAY_ADDRESS", "local"), include_dashboard=False, log_to_driver=False,
+                     configure_logging=False, runtime_env=runtime_env)
     server = None
-    if nodes.count:  # proxy replicas on the execution nodes share one router (gyre.proxy.shared_router)
-        from gyre.proxy.routing import SharedRouting
-        from gyre.proxy.shared_router import RouterService
-
-        service = ray.remote(RouterService).options(num_cpus=0, max_concurrency=100_000).remote(
-            proxy_cfg.queue_timeout_s, proxy_cfg.retry_after_s)
-        routing = SharedRouting(service)
-    else:
-        proxy = build_proxy(load_tokenizer(cfg.model.path), [], proxy_cfg)
-        server = ProxyServer(proxy).start()
-        routing = LocalRouting(proxy.router, server.on_loop)
-    sandbox = env.sandbox
-
-    def execution_pool() -> Any:
-        if not nodes.count:
-            return make_pool(cfg, server=server, sandbox=sandbox, run_dir=run_dir)
-        from gyre.harness.nodes import NodePool, start_workers
-
-        slots = start_workers(nodes.count, harness=to_plain(cfg.harness), env=to_plain(cfg.env),
-                              proxy=to_plain(cfg.proxy), model_path=cfg.model.path, run_dir=str(run_dir),
-                              router_service=service, sandbox_per_execution=nodes.sandbox_per_execution)
-        return NodePool(slots, progress=bool(cfg.harness.get("progress", True)), label=str(cfg.harness.name))
-
-    async def main() -> int:
-        cluster = Cluster(cluster_cfg, routing=routing)
-        pool = execution_pool()
-        config = OmegaConf.to_container(cfg, resolve=True)
-        with Tracker(run_dir, backends=list(cfg.tracking.backends), project=cfg.tracking.project,
-                     run_name=cfg.tracking.run_name, config=config, wandb_mode=cfg.tracking.wandb_mode,
-                     resume=loop_cfg.resume) as tracker:
-            driver = Driver(loop_cfg, trajectory_cfg, policy, cluster, pool, tasks, tracker, run_dir,
-                            val_tasks=val_tasks, progress=ProgressLine())
-            try:
-                steps = await driver.run()
-                driver.plot_timeline()
-                return steps
-            finally:
-                await pool.close()
-                await cluster.close()
-
     try:
+        sandbox = env.sandbox
+        if nodes.count:  # a worker and a proxy replica on each execution node (gyre.harness.nodes)
+            from gyre.harness.nodes import NodePool, start_workers
+            from gyre.proxy.routing import ReplicatedRouting
+
+            slots = start_workers(nodes.count, harness=to_plain(cfg.harness), env=to_plain(cfg.env),
+                                  proxy=to_plain(cfg.proxy), model_path=cfg.model.path, run_dir=str(run_dir),
+                                  sandbox_per_execution=nodes.sandbox_per_execution)
+            routing: Any = ReplicatedRouting([slot.handle for slot in slots])
+        else:
+            proxy_cfg = ProxyConfig.from_mapping({**to_plain(cfg.proxy), "run_dir": str(run_dir)})
+            proxy = build_proxy(load_tokenizer(cfg.model.path), [], proxy_cfg)
+            server = ProxyServer(proxy).start()
+            routing = LocalRouting(proxy.router, server.on_loop)
+
+        def execution_pool() -> Any:
+            if not nodes.count:
+                return make_pool(cfg, server=server, sandbox=sandbox, run_dir=run_dir)
+            return NodePool(slots, progress=bool(cfg.harness.get("progress", True)), label=str(cfg.harness.name))
+
+        async def main() -> int:
+            cluster = Cluster(cluster_cfg, routing=routing)
+            pool = execution_pool()
+            config = OmegaConf.to_container(cfg, resolve=True)
+            with Tracker(run_dir, backends=list(cfg.tracking.backends), project=cfg.tracking.project,
+                         run_name=cfg.tracking.run_name, config=config, wandb_mode=cfg.tracking.wandb_mode,
+                         resume=loop_cfg.resume) as tracker:
+                driver = Driver(loop_cfg, trajectory_cfg, policy, cluster, pool, tasks, tracker, run_dir,
+                                val_tasks=val_tasks, progress=ProgressLine())
+                try:
+                    steps = await driver.run()
+                    driver.plot_timeline()
+                    return steps
+                finally:
+                    await pool.close()
+                    await cluster.close()
+
         return asyncio.run(main())
     finally:
         if server is not None:

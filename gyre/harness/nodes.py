@@ -1,10 +1,11 @@
 """Executions on several Ray nodes: one `ExecutionWorker` per execution node, placed by the driver's `NodePool`.
 
 A worker owns its node's executions: workspaces, sandboxes, harness processes and scoring (a local
-`ExecutionPool`), and a proxy replica on the node's loopback that its harnesses call (the per-call CPU work
-stays on the node). Every replica consults one `RouterService` (``gyre.proxy.shared_router``) for routing,
-so affinity, capacity and drains are decided in one place; records are written by the replica that
-served the call, into the run's ``records/`` folder as always, and come back with each `Execution`.
+`ExecutionPool`), and a proxy replica on the node's loopback that its harnesses call (``gyre.proxy.replica``:
+the per-call work stays on the node, and the replica routes its node's executions to the cells; the driver
+sets the cells, drains included, on every replica at once through the workers' ``route`` / ``drain``).
+Records are written by the replica that served the call, under the run's ``records/`` folder on that node,
+and come back with each `Execution` (no shared filesystem needed).
 
 The driver's `NodePool` has `ExecutionPool`'s interface (``submit`` / ``run`` / ``close``), so the training
 loop and validation use it unchanged. It places each execution on the least-loaded live worker, preferring
@@ -43,25 +44,26 @@ SANDBOX_RESOURCE = "sandbox"
 class ExecutionWorker:
     """One node's executions and proxy replica (a Ray actor: ``ray.remote(ExecutionWorker)``).
 
-    ``harness``, ``env`` and ``proxy`` are the plain config sections; ``router_service`` the shared
-    `RouterService` handle (None for a harness that uses no model, e.g. the oracle)."""
+    ``harness``, ``env`` and ``proxy`` are the plain config sections. A harness that uses no model (the
+    oracle) gets no replica."""
 
     def __init__(self, harness: dict[str, Any], env: dict[str, Any], proxy: dict[str, Any], model_path: str,
-                 run_dir: str, router_service: Any, concurrency: int) -> None:
+                 run_dir: str, concurrency: int) -> None:
         from gyre.envs import Sandbox
         from gyre.harness.config import HarnessConfig
         from gyre.harness.endpoint import ProxyEndpoint
         from gyre.harness.factory import make_runner
         from gyre.harness.harnesses import get_harness
         from gyre.harness.pool import ExecutionPool
+        from gyre.proxy.replica import ProxyReplica
 
         harness_config = HarnessConfig.from_mapping(harness)
         sandbox = Sandbox.from_config(env.get("sandbox"))
-        self.server = None
+        self.replica: ProxyReplica | None = None
         endpoint = None
         if get_harness(harness_config.name).uses_model:
-            self.server = start_replica(proxy, model_path, run_dir, router_service)
-            endpoint = ProxyEndpoint(self.server)
+            self.replica = ProxyReplica(proxy, model_path, run_dir)
+            endpoint = ProxyEndpoint(self.replica.server)
         runner = make_runner(harness_config, sandbox=sandbox, run_dir=Path(run_dir) / "executions",
                              eval_retries=int(env.get("eval_retries", 2)), endpoint=endpoint)
         self.pool = ExecutionPool(runner, concurrency=concurrency, score_concurrency=harness_config.score_concurrency,
@@ -76,7 +78,7 @@ class ExecutionWorker:
         import os
 
         return {"node_id": self.node_id, "pid": os.getpid(),
-                "proxy": self.server.base_url if self.server is not None else None,
+                "proxy": self.replica.base_url() if self.replica is not None else None,
                 "concurrency": self.pool.concurrency}
 
     async def run(self, task: Task, group: str, sample_index: int, execution_id: str, time_limit_s: float | None,
@@ -100,23 +102,22 @@ class ExecutionWorker:
         await asyncio.gather(future, return_exceptions=True)
         return True
 
+    # The replica's cells, set by the driver on every worker at once (gyre.proxy.routing.ReplicatedRouting)
+
+    async def route(self, engines: dict[str, Any], capacity: int) -> None:
+        if self.replica is not None:
+            await self.replica.route(engines, capacity)
+
+    async def drain(self, cell_ids: list[str]) -> list[Any]:
+        return await self.replica.drain(cell_ids) if self.replica is not None else []
+
+    async def inflight(self) -> dict[str, int]:
+        return await self.replica.inflight() if self.replica is not None else {}
+
     async def close(self) -> None:
         await self.pool.close()
-        if self.server is not None:
-            self.server.stop()
-
-
-def start_replica(proxy: dict[str, Any], model_path: str, run_dir: str, router_service: Any) -> Any:
-    """A proxy replica on this node's loopback (a free port), routing through ``router_service``."""
-    from gyre.chat import ChatTemplate
-    from gyre.models import load_tokenizer
-    from gyre.proxy.config import ProxyConfig
-    from gyre.proxy.server import ProxyServer
-    from gyre.proxy.service import Proxy
-    from gyre.proxy.shared_router import RemoteRouter
-
-    config = ProxyConfig.from_mapping({**proxy, "host": "127.0.0.1", "port": 0, "run_dir": run_dir})
-    return ProxyServer(Proxy(ChatTemplate(load_tokenizer(model_path)), RemoteRouter(router_service), config)).start()
+        if self.replica is not None:
+            self.replica.stop()
 
 
 @dataclass(eq=False)
@@ -271,7 +272,7 @@ def execution_nodes(count: int) -> list[dict[str, Any]]:
 
 
 def start_workers(count: int, *, harness: dict[str, Any], env: dict[str, Any], proxy: dict[str, Any], model_path: str,
-                  run_dir: str, router_service: Any, sandbox_per_execution: float = 1.0) -> list[WorkerSlot]:
+                  run_dir: str, sandbox_per_execution: float = 1.0) -> list[WorkerSlot]:
     """One `ExecutionWorker` on each of ``count`` execution nodes; returns their slots once all are up."""
     import ray
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
@@ -286,7 +287,7 @@ def start_workers(count: int, *, harness: dict[str, Any], env: dict[str, Any], p
         handle = remote.options(
             num_cpus=0, resources={SANDBOX_RESOURCE: amount}, max_concurrency=100_000, name=None,
             scheduling_strategy=NodeAffinitySchedulingStrategy(node["NodeID"], soft=False),
-        ).remote(harness, env, proxy, model_path, run_dir, router_service, capacity)
+        ).remote(harness, env, proxy, model_path, run_dir, capacity)
         slots.append(WorkerSlot(f"worker{index}", handle, node["NodeID"], capacity))
     ray.get([slot.handle.describe.remote() for slot in slots])  # fail here if a worker cannot start
     return slots

@@ -2,20 +2,24 @@
 
 - `LocalRouting`: the router of a proxy in this process (it lives on the proxy server's event loop, so
   every router operation runs there);
-- `SharedRouting`: the `RouterService` actor that proxy replicas on several nodes share
-  (``cluster.execution_nodes``).
+- `ReplicatedRouting`: the proxy replicas of the execution nodes (``cluster.execution_nodes``), each
+  routing its own executions over the same cells.
 
-Both give the driver each routed cell's in-flight calls (``inflight``: its idle accounting), the shared one
-from a snapshot refreshed in the background (the driver's accounting is synchronous and approximate).
+Both give the driver each routed cell's in-flight calls (``inflight``: its idle accounting), the replicated
+one from a snapshot refreshed in the background (the driver's accounting is synchronous and approximate).
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
+import math
 from collections.abc import Callable, Coroutine
 from typing import Any
 
 from gyre.proxy.router import DrainReport, RoutedCell, Router
+
+log = logging.getLogger(__name__)
 
 
 class LocalRouting:
@@ -50,26 +54,66 @@ class LocalRouting:
         return {cell_id: cell.inflight for cell_id, cell in self.router.cells.items()}
 
 
-class SharedRouting:
-    def __init__(self, service: Any) -> None:
-        self.service = service
+class ReplicatedRouting:
+    """The cells, set on every proxy replica at once (`gyre.proxy.replica`; handles of Ray actors that have
+    its ``route`` / ``drain`` / ``inflight``). Each replica routes its own executions; a cell's call capacity
+    is split between the live replicas. A replica that died is left out from then on (its executions have
+    failed with its node's worker)."""
+
+    def __init__(self, replicas: list[Any]) -> None:
+        if not replicas:
+            raise ValueError("ReplicatedRouting needs at least one proxy replica")
+        self.replicas = list(replicas)
         self._inflight: dict[str, int] = {}
         self._refreshing = False
 
     async def drain(self, cell_ids: list[str]) -> list[DrainReport]:
-        return await self.service.drain.remote(cell_ids)
+        """Drain on every replica concurrently; one report per cell, summed over the replicas."""
+        per_replica = await self._on_all("drain", cell_ids)
+        merged: dict[str, DrainReport] = {}
+        for reports in per_replica:
+            for report in reports:
+                total = merged.setdefault(report.cell_id, DrainReport(report.cell_id))
+                total.moved_executions += report.moved_executions
+                total.aborted_calls += report.aborted_calls
+                total.kv_imports += report.kv_imports
+                total.kv_missing += report.kv_missing
+                total.seconds = max(total.seconds, report.seconds)
+        return [merged[c] for c in cell_ids if c in merged]
 
     async def route(self, engines: dict[str, Any], capacity: int) -> None:
-        await asyncio.gather(*[self.service.route.remote(cell_id, actor, capacity) for cell_id, actor in engines.items()])
+        share = max(1, math.ceil(capacity / len(self.replicas)))
+        await self._on_all("route", engines, share)
+
+    async def _on_all(self, method: str, *args: Any) -> list[Any]:
+        from ray.exceptions import RayActorError
+
+        replicas = list(self.replicas)
+        results = await asyncio.gather(*[getattr(r, method).remote(*args) for r in replicas], return_exceptions=True)
+        kept = []
+        for replica, result in zip(replicas, results):
+            if isinstance(result, RayActorError):
+                log.error("a proxy replica died (%s); routing on the %d others", result, len(replicas) - 1)
+                self.replicas.remove(replica)
+            elif isinstance(result, BaseException):
+                raise result
+            else:
+                kept.append(result)
+        return kept
 
     def inflight(self) -> dict[str, int]:
-        """The last snapshot (asks for a fresh one, which a later call sees)."""
+        """The last snapshot, summed over the replicas (asks for a fresh one, which a later call sees)."""
         if not self._refreshing:
             self._refreshing = True
-            self.service.inflight.remote().future().add_done_callback(self._refreshed)
+            future = asyncio.ensure_future(self._on_all("inflight"))
+            future.add_done_callback(self._refreshed)
         return self._inflight
 
-    def _refreshed(self, future: Any) -> None:
+    def _refreshed(self, future: asyncio.Future) -> None:
         self._refreshing = False
-        if future.exception() is None:
-            self._inflight = future.result()
+        if not future.cancelled() and future.exception() is None:
+            total: dict[str, int] = {}
+            for snapshot in future.result():
+                for cell_id, calls in snapshot.items():
+                    total[cell_id] = total.get(cell_id, 0) + calls
+            self._inflight = total

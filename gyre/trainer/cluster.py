@@ -25,7 +25,7 @@ import ray
 from gyre.cells.cell import Cell
 from gyre.cells.config import CellConfig
 from gyre.protocol import PackedBatch
-from gyre.proxy.routing import LocalRouting, SharedRouting
+from gyre.proxy.routing import LocalRouting, ReplicatedRouting
 from gyre.replica.step import reduce_stats, rescale_stats
 from gyre.replica.transfer import Transfer, host_store
 from gyre.scheduler.state import CellView, Role
@@ -49,11 +49,11 @@ class ClusterConfig:
 
 class Cluster:
     """``router`` is the proxy's router; ``on_router_loop`` runs a coroutine on the loop the router lives on
-    (the proxy serves from its own thread), default: this loop. ``routing`` instead: the router shared by
-    proxy replicas (`gyre.proxy.routing.SharedRouting`)."""
+    (the proxy serves from its own thread), default: this loop. ``routing`` instead: the proxy replicas of
+    the execution nodes (`gyre.proxy.routing.ReplicatedRouting`)."""
 
     def __init__(self, cfg: ClusterConfig, router: Any | None = None, on_router_loop: Any | None = None,
-                 routing: LocalRouting | SharedRouting | None = None):
+                 routing: LocalRouting | ReplicatedRouting | None = None):
         if cfg.cells < 1:
             raise ValueError(f"cluster.cells must be >= 1, got {cfg.cells}")
         self.cfg = cfg

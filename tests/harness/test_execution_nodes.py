@@ -34,14 +34,14 @@ def two_nodes():
     yield nodes
     nodes.shutdown()
     if had_ray:  # the session fixture's cluster, as tests/conftest.py starts it
-        ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False, configure_logging=False)
+        ray.init(address="local", num_cpus=4, include_dashboard=False, log_to_driver=False, configure_logging=False)
 
 
 def oracle_pool(run_dir: Path) -> NodePool:
     """Workers that run the reference solution (no model: no proxy replica needed)."""
     env = {"sandbox": {"kind": "auto", "allow_unisolated": True}, "eval_retries": 0}
     slots = start_workers(2, harness={"name": "oracle", "progress": False}, env=env, proxy={}, model_path="tiny",
-                          run_dir=str(run_dir), router_service=None)
+                          run_dir=str(run_dir))
     return NodePool(slots, progress=False)
 
 

@@ -75,31 +75,30 @@ REPLICATED_TURNS = 6
 
 
 def test_drains_with_sessions_spread_over_two_proxy_replicas_lose_and_duplicate_nothing(ray_session, tmp_path):
-    """Two proxy replicas (as on two execution nodes) share one router (`RouterService`); sessions alternate
+    """Two proxy replicas (Ray actors, as on two execution nodes) route over the same cells; sessions alternate
     between them. cell1 leaves for training and comes back, then cell0 does: the second drain moves every live
-    session, whichever replica its calls come through. Every call is answered once and recorded once."""
+    session, whichever replica serves it. Every call is answered once and recorded once."""
     openai = pytest.importorskip("openai")
     import ray
 
-    from gyre.harness.nodes import start_replica
-    from gyre.proxy.routing import SharedRouting
-    from gyre.proxy.shared_router import RouterService
+    from gyre.proxy.replica import ProxyReplica
+    from gyre.proxy.routing import ReplicatedRouting
 
-    service = ray.remote(RouterService).options(num_cpus=0, max_concurrency=10_000).remote(30.0, 1.0)
-    replicas = [start_replica({"fsync": False}, "tiny", str(tmp_path), service) for _ in range(2)]
+    replicas = [ray.remote(ProxyReplica).options(num_cpus=0).remote({"fsync": False}, "tiny", str(tmp_path))
+                for _ in range(2)]
     names = [f"ex{i}" for i in range(SESSIONS)]
     replica_of = {name: replicas[i % 2] for i, name in enumerate(names)}
 
     async def scenario():
         cluster = Cluster(ClusterConfig(cells=2, cpus_per_cell=0.5, cell={"rollout": {"kind": "hf", "max_batch_size": 16}}),
-                          routing=SharedRouting(service))
+                          routing=ReplicatedRouting(replicas))
         await cluster.start_rollout()
-        keys = {name: replica_of[name].proxy.open_execution(name) for name in names}
+        keys = {name: await replica_of[name].open_execution.remote(name) for name in names}
+        urls = {name: await replica_of[name].base_url.remote() for name in names}
         turns_done = dict.fromkeys(names, 0)
 
         async def session(name: str) -> None:
-            client = openai.AsyncOpenAI(base_url=replica_of[name].openai_base_url, api_key=keys[name], max_retries=0,
-                                        timeout=120)
+            client = openai.AsyncOpenAI(base_url=f"{urls[name]}/v1", api_key=keys[name], max_retries=0, timeout=120)
             messages = [{"role": "system", "content": "You are terse."}]
             for turn in range(REPLICATED_TURNS):
                 messages.append({"role": "user", "content": f"turn {turn} of {name}"})
@@ -116,31 +115,31 @@ def test_drains_with_sessions_spread_over_two_proxy_replicas_lose_and_duplicate_
         clients = asyncio.gather(*[session(name) for name in names])
         for cell, turns in (("cell1", 1), ("cell0", 2)):
             await mid_conversation(turns)
-            await cluster.switch(cell, Role.TRAIN)  # drain: its sessions move to the other cell with their KV
+            await cluster.switch(cell, Role.TRAIN)  # drain on both replicas: sessions move with their KV
             await asyncio.sleep(0.2)
             await cluster.switch(cell, Role.ROLLOUT)
         await clients
         drains = cluster.drain_reports
         await cluster.close()
-        for name, key in keys.items():
-            replica_of[name].proxy.close_execution(key)
-        return drains
+        records = {name: await replica_of[name].records.remote(name) for name in names}
+        return drains, records
 
     try:
-        drains = asyncio.run(scenario())
+        drains, records = asyncio.run(scenario())
     finally:
         for replica in replicas:
-            replica.stop()
+            ray.get(replica.stop.remote())
+            ray.kill(replica)
     assert [d.cell_id for d in drains] == ["cell1", "cell0"] and all(d.moved_executions >= 1 for d in drains)
     moved_by_replica = {0: 0, 1: 0}
     for i, name in enumerate(names):
-        records = replica_of[name].proxy.records(name)
-        assert len(records) == REPLICATED_TURNS, f"{name} has {len(records)} records"
-        assert len({r.call_id for r in records}) == REPLICATED_TURNS
-        for earlier, later in zip(records, records[1:]):  # one growing path: nothing re-tokenised
+        mine = records[name]
+        assert len(mine) == REPLICATED_TURNS, f"{name} has {len(mine)} records"
+        assert len({r.call_id for r in mine}) == REPLICATED_TURNS
+        for earlier, later in zip(mine, mine[1:]):  # one growing path: nothing re-tokenised
             assert later.prompt_ids[: len(earlier.prompt_ids) + len(earlier.response_ids)] == \
                 earlier.prompt_ids + earlier.response_ids
-        moved_by_replica[i % 2] += len({r.cell_id for r in records}) > 1
+        moved_by_replica[i % 2] += len({r.cell_id for r in mine}) > 1
     assert all(moved_by_replica.values()), moved_by_replica  # sessions of both replicas were moved
-    interrupted = [r for name in names for r in replica_of[name].proxy.records(name) if r.meta.get("reroutes")]
+    interrupted = [r for name in names for r in records[name] if r.meta.get("reroutes")]
     assert len(interrupted) == sum(d.aborted_calls for d in drains)  # every interrupted call was retried once
