@@ -153,7 +153,7 @@ def choose_worker(slots: Sequence[WorkerSlot], task: Task) -> WorkerSlot | None:
 
 
 def worker_lost(task: Task, group: str, sample_index: int, execution_id: str, reason: str) -> Execution:
-    """The execution a dead (or missing) worker could not deliver: crashed, unscorable, with the reason."""
+    """The execution a dead worker could not deliver: crashed, unscorable, with the reason."""
     detail = {"unscorable": True, "note": "worker_lost", "error": reason, "stop_reason": "error", "num_calls": 0,
               "sample_index": sample_index}
     return Execution(id=execution_id, task_id=task.id, group=group, calls=[], status="crashed", reward=0.0,
@@ -182,13 +182,16 @@ class NodePool:
         max_calls: int | None = None,
         prepare: Callable[[Path], None] | None = None,
     ) -> asyncio.Future[Execution]:
-        """Place one execution on a worker now; the future resolves to its `Execution`."""
+        """Place one execution on a worker now; the future resolves to its `Execution`. Raises once every
+        worker has died: a run cannot go on without them (executions lost already came back as crashed)."""
         group = group or task.id
         execution_id = execution_id or new_execution_id(task.id, sample_index)
         slot = choose_worker(self.slots, task)
-        if slot is not None:  # counted from now, so that the next submission sees this one
-            slot.running += 1
-            slot.repositories.add(repository_of(task))
+        if slot is None:
+            raise RuntimeError(f"every execution worker has died ({', '.join(s.name for s in self.slots)}); "
+                               "see the Ray logs of their nodes")
+        slot.running += 1  # counted from now, so that the next submission sees this one
+        slot.repositories.add(repository_of(task))
         self.progress.submitted()
         future = asyncio.ensure_future(self._run(slot, task, group, sample_index, execution_id, time_limit_s,
                                                  max_calls, prepare))
@@ -203,14 +206,10 @@ class NodePool:
         futures = [self.submit(task, task.id, index) for task in tasks for index in range(samples)]
         return list(await asyncio.gather(*futures))
 
-    async def _run(self, slot: WorkerSlot | None, task: Task, group: str, sample_index: int, execution_id: str,
+    async def _run(self, slot: WorkerSlot, task: Task, group: str, sample_index: int, execution_id: str,
                    time_limit_s: float | None, max_calls: int | None, prepare: Any) -> Execution:
         from ray.exceptions import RayActorError
 
-        if slot is None:
-            execution = worker_lost(task, group, sample_index, execution_id, "no execution worker is alive")
-            self.progress.finished(execution, began=False)
-            return execution
         self.progress.started()
         execution: Execution | None = None
         try:

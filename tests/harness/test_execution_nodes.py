@@ -86,6 +86,11 @@ def test_a_dead_worker_fails_only_its_executions_and_new_work_goes_elsewhere(two
             ray.kill(doomed.handle)
             first = await asyncio.gather(*futures)
             later = await pool.run(tasks[:2])
+            ray.kill(survivor.handle)  # the last worker: what runs there is lost, then the pool refuses work
+            last = await pool.submit(tasks[0])
+            assert last.status == "crashed" and last.reward_detail["note"] == "worker_lost"
+            with pytest.raises(RuntimeError, match="every execution worker has died"):
+                pool.submit(tasks[0])
             return first, later, doomed, survivor
 
     first, later, doomed, survivor = asyncio.run(scenario())
@@ -97,7 +102,7 @@ def test_a_dead_worker_fails_only_its_executions_and_new_work_goes_elsewhere(two
         assert detail["unscorable"] and detail["note"] == "worker_lost"  # left out of training, not scored 0
         assert "worker0" in detail["error"] and "died" in detail["error"]
     assert all(e.reward == 1.0 and e.reward_detail["node_id"] == survivor.node_id for e in kept)
-    assert not doomed.alive and survivor.alive
+    assert not doomed.alive and not survivor.alive
     assert all(e.status == "finished" and e.reward_detail["node_id"] == survivor.node_id for e in later)
 
 
