@@ -49,6 +49,8 @@ class ExecutionWorker:
 
     def __init__(self, harness: dict[str, Any], env: dict[str, Any], proxy: dict[str, Any], model_path: str,
                  run_dir: str, concurrency: int) -> None:
+        import ray
+
         from gyre.envs import Sandbox
         from gyre.harness.config import HarnessConfig
         from gyre.harness.endpoint import ProxyEndpoint
@@ -69,8 +71,6 @@ class ExecutionWorker:
         self.pool = ExecutionPool(runner, concurrency=concurrency, score_concurrency=harness_config.score_concurrency,
                                   progress=False)
         self._running: dict[str, asyncio.Future[Execution]] = {}
-        import ray
-
         self.node_id = ray.get_runtime_context().get_node_id()
 
     def describe(self) -> dict[str, Any]:

@@ -134,6 +134,29 @@ def test_the_main_job_on_two_simulated_execution_nodes(tmp_path):
     assert len(records) >= 8  # written by the replicas into the run's records folder, as on one machine
 
 
+def test_placement_prefers_a_worker_that_served_the_repository_while_it_has_room():
+    from types import SimpleNamespace
+
+    from gyre.harness.nodes import WorkerSlot, choose_worker
+
+    def task(repo: str):
+        return SimpleNamespace(meta={"repo": repo}, source=None)
+
+    a, b = WorkerSlot("worker0", None, "n0", capacity=2), WorkerSlot("worker1", None, "n1", capacity=4)
+    assert choose_worker([a, b], task("x/y")) is a  # nothing warm: least loaded, then by name
+    a.repositories.add("x/y")
+    b.running = 0
+    a.running = 1
+    assert choose_worker([a, b], task("x/y")) is a  # warm and has room, though busier
+    assert choose_worker([a, b], task("other/repo")) is b  # not warm anywhere: least loaded
+    a.running = 2
+    assert choose_worker([a, b], task("x/y")) is b  # warm worker full: least loaded instead
+    b.alive = False
+    assert choose_worker([a, b], task("x/y")) is a  # the only live one, even full (it queues)
+    a.alive = False
+    assert choose_worker([a, b], task("x/y")) is None
+
+
 def test_too_few_execution_nodes_is_a_clear_error(two_nodes):
     from gyre.harness.nodes import execution_nodes
 
