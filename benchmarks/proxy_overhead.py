@@ -296,8 +296,9 @@ async def measure_replicated(sessions: int, rounds: int, new_tokens: int, run_di
         clients: list[Any] = []
         layouts: dict[int, list[tuple[Any, str]]] = {}
         for replicas, layout in hosts.items():  # session i goes through replica i % replicas
-            own = [aiohttp.ClientSession(base_url=await host.base_url.remote(),
-                                         connector=aiohttp.TCPConnector(limit=sessions + 8)) for host in layout]
+            # Idle between its rounds: the client drops a connection before uvicorn's 5 s keep-alive does.
+            own = [aiohttp.ClientSession(base_url=await host.base_url.remote(), connector=aiohttp.TCPConnector(
+                limit=sessions + 8, keepalive_timeout=3)) for host in layout]
             clients += own
             layouts[replicas] = [(own[i % replicas], await layout[i % replicas].open_execution.remote(f"r{replicas}-s{i}"))
                                  for i in range(sessions)]
