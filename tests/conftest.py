@@ -26,11 +26,19 @@ def tiny_model_path() -> str:
 
 
 @pytest.fixture(scope="session")
-def ray_session():
-    """One local Ray cluster shared by every test that needs actors."""
+def _ray_down_at_exit():
+    yield
+    import ray
+
+    ray.shutdown()
+
+
+@pytest.fixture(scope="module")
+def ray_session(_ray_down_at_exit):
+    """One local Ray cluster shared by the tests that need actors (started on first use, and again after a
+    test module that needs its own cluster, tests/harness/test_execution_nodes.py, shut it down)."""
     import ray
 
     if not ray.is_initialized():
         ray.init(address="local", num_cpus=4, include_dashboard=False, log_to_driver=False, configure_logging=False)
-    yield ray
-    ray.shutdown()
+    return ray

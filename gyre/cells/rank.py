@@ -25,15 +25,15 @@ import torch.distributed as dist
 
 from gyre.algo.losses import LossConfig
 from gyre.cells.config import CellConfig
+from gyre.cells.remote import ServesEngine
 from gyre.protocol import PackedBatch
 from gyre.replica.sharding import Replica, ShardLayout, model_param_specs
 from gyre.replica.step import StepConfig
 from gyre.replica.transfer import GroupRegistry, Transfer, broadcast, reduce_sum
-from gyre.rollout.base import Generation, KVState, SamplingParams
 from gyre.single_controller import Collect, Dispatch, register
 
 
-class CellRank:
+class CellRank(ServesEngine):
     def __init__(self, cfg: CellConfig, rank: int, store: tuple[str, int], backend: str = "gloo"):
         torch.set_num_threads(cfg.torch_threads)
         self.cfg, self.rank = cfg, rank
@@ -74,19 +74,8 @@ class CellRank:
     def ping(self) -> str:
         return f"{self.cfg.cell_id}/{self.rank}"
 
-    # Engine protocol (rank 0), so the router can drive a remote cell like a local engine ------------------
-
-    async def generate(self, session_id: str, prompt_ids: list[int], sampling: SamplingParams) -> Generation:
-        return await self.engine.generate(session_id, prompt_ids, sampling)
-
-    async def abort(self, session_id: str) -> bool:
-        return await self.engine.abort(session_id)
-
-    async def export_session(self, session_id: str) -> KVState | None:
-        return await self.engine.export_session(session_id)
-
-    async def import_session(self, session_id: str, state: KVState) -> None:
-        await self.engine.import_session(session_id, state)
+    # Engine protocol (rank 0), so the router can drive a remote cell like a local engine: ServesEngine's
+    # generate / abort / export_session / import_session, and its stats --------------------------------------
 
     @register(Dispatch.RANK_ZERO)
     def stats(self) -> dict[str, float]:

@@ -50,18 +50,11 @@ class RemoteEngine:
         return {}
 
 
-class EngineHost:
-    """A rollout engine alone in a Ray actor (``ray.remote(EngineHost)``), routable like a cell's engine rank:
-    for serving a model on another node without the training side (and for benchmarks of the routing path).
-    ``rollout`` is a ``conf/rollout`` section as a plain dict."""
+class ServesEngine:
+    """The rollout engine protocol of an actor that hosts one (``self.engine``), delegated to it: what the
+    router calls through a `RemoteEngine` (a cell's rank 0, `EngineHost`)."""
 
-    def __init__(self, rollout: dict[str, Any], model_path: str, engine_id: str, torch_threads: int = 1) -> None:
-        import torch
-
-        from gyre.rollout import make_engine_from_config
-
-        torch.set_num_threads(torch_threads)
-        self.engine = make_engine_from_config(rollout, model_path=model_path, engine_id=engine_id)
+    engine: Any
 
     async def generate(self, session_id: str, prompt_ids: list[int], sampling: SamplingParams) -> Generation:
         return await self.engine.generate(session_id, prompt_ids, sampling)
@@ -74,6 +67,20 @@ class EngineHost:
 
     async def import_session(self, session_id: str, state: KVState) -> None:
         await self.engine.import_session(session_id, state)
+
+
+class EngineHost(ServesEngine):
+    """A rollout engine alone in a Ray actor (``ray.remote(EngineHost)``), routable like a cell's engine rank:
+    for serving a model on another node without the training side (and for benchmarks of the routing path).
+    ``rollout`` is a ``conf/rollout`` section as a plain dict."""
+
+    def __init__(self, rollout: dict[str, Any], model_path: str, engine_id: str, torch_threads: int = 1) -> None:
+        import torch
+
+        from gyre.rollout import make_engine_from_config
+
+        torch.set_num_threads(torch_threads)
+        self.engine = make_engine_from_config(rollout, model_path=model_path, engine_id=engine_id)
 
     def stats(self) -> dict[str, float]:
         return dict(self.engine.stats())

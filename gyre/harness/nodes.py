@@ -27,10 +27,10 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Self
+from typing import TYPE_CHECKING, Any
 
 from gyre.harness.execution import new_execution_id
-from gyre.harness.pool import PoolProgress
+from gyre.harness.pool import Pool, PoolProgress
 from gyre.protocol import Execution
 
 if TYPE_CHECKING:
@@ -160,16 +160,16 @@ def worker_lost(task: Task, group: str, sample_index: int, execution_id: str, re
                      reward_detail=detail, domain=task.domain)
 
 
-class NodePool:
+class NodePool(Pool):
     """`ExecutionPool`'s interface over execution workers on several nodes (see the module docstring)."""
 
     def __init__(self, slots: Sequence[WorkerSlot], *, progress: bool = True, label: str = "executions") -> None:
         if not slots:
             raise ValueError("a NodePool needs at least one execution worker")
+        super().__init__()
         self.slots = list(slots)
         self.concurrency = sum(slot.capacity for slot in self.slots)
         self.progress = PoolProgress(progress, label)
-        self._pending: set[asyncio.Future[Execution]] = set()
 
     def submit(
         self,
@@ -193,18 +193,8 @@ class NodePool:
         slot.running += 1  # counted from now, so that the next submission sees this one
         slot.repositories.add(repository_of(task))
         self.progress.submitted()
-        future = asyncio.ensure_future(self._run(slot, task, group, sample_index, execution_id, time_limit_s,
-                                                 max_calls, prepare))
-        self._pending.add(future)
-        future.add_done_callback(self._pending.discard)
-        return future
-
-    async def run(self, tasks: Sequence[Task], samples: int = 1) -> list[Execution]:
-        """Every task ``samples`` times (group = task id); results in task-major order."""
-        if samples < 1:
-            raise ValueError(f"samples must be >= 1, got {samples}")
-        futures = [self.submit(task, task.id, index) for task in tasks for index in range(samples)]
-        return list(await asyncio.gather(*futures))
+        return self._track(asyncio.ensure_future(self._run(slot, task, group, sample_index, execution_id,
+                                                           time_limit_s, max_calls, prepare)))
 
     async def _run(self, slot: WorkerSlot, task: Task, group: str, sample_index: int, execution_id: str,
                    time_limit_s: float | None, max_calls: int | None, prepare: Any) -> Execution:
@@ -231,12 +221,6 @@ class NodePool:
             slot.running -= 1
             self.progress.finished(execution)
 
-    async def cancel_all(self) -> None:
-        pending = list(self._pending)
-        for future in pending:
-            future.cancel()
-        await asyncio.gather(*pending, return_exceptions=True)
-
     async def close(self) -> None:
         """Cancel what still runs, close the workers (their replicas flush their records) and end them."""
         import ray
@@ -247,12 +231,6 @@ class NodePool:
         for slot in live:
             ray.kill(slot.handle)
         self.progress.close()
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(self, *_: object) -> None:
-        await self.close()
 
 
 def execution_nodes(count: int) -> list[dict[str, Any]]:

@@ -18,7 +18,7 @@ import asyncio
 import logging
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Self
+from typing import TYPE_CHECKING, Any, Self
 
 from gyre.harness.execution import ExecutionRequest, ExecutionRunner, is_scorable
 from gyre.protocol import Execution
@@ -101,7 +101,50 @@ class PoolProgress:
             self._progress = None
 
 
-class ExecutionPool:
+class Pool:
+    """What every pool shares (`ExecutionPool` here, `gyre.harness.nodes.NodePool` over several nodes):
+    ``run`` over ``submit``, cancelling what is pending, the progress display, ``async with``."""
+
+    progress: PoolProgress
+
+    def __init__(self) -> None:
+        self._pending: set[asyncio.Future[Execution]] = set()
+
+    def submit(self, task: Task, group: str | None = None, sample_index: int = 0, **overrides: Any) -> asyncio.Future[Execution]:
+        raise NotImplementedError
+
+    def _track(self, future: asyncio.Future[Execution]) -> asyncio.Future[Execution]:
+        self._pending.add(future)
+        future.add_done_callback(self._pending.discard)
+        return future
+
+    async def run(self, tasks: Sequence[Task], samples: int = 1) -> list[Execution]:
+        """Every task ``samples`` times (group = task id); results in task-major order."""
+        if samples < 1:
+            raise ValueError(f"samples must be >= 1, got {samples}")
+        futures = [self.submit(task, task.id, index) for task in tasks for index in range(samples)]
+        return list(await asyncio.gather(*futures))
+
+    async def cancel_all(self) -> None:
+        """Stop every running execution (their harnesses are killed and keys closed)."""
+        pending = list(self._pending)
+        for future in pending:
+            future.cancel()
+        await asyncio.gather(*pending, return_exceptions=True)
+
+    async def close(self) -> None:
+        """Cancel what still runs (harnesses killed, keys closed) and stop the progress display."""
+        await self.cancel_all()
+        self.progress.close()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *_: object) -> None:
+        await self.close()
+
+
+class ExecutionPool(Pool):
     """Concurrent executions through one `ExecutionRunner`. Use inside a running event loop."""
 
     def __init__(
@@ -117,13 +160,13 @@ class ExecutionPool:
             raise ValueError(f"ExecutionPool concurrency must be >= 1, got {concurrency}")
         if score_concurrency is not None and score_concurrency < 1:
             raise ValueError(f"ExecutionPool score_concurrency must be >= 1 or None, got {score_concurrency}")
+        super().__init__()
         self.runner = runner
         self.concurrency = concurrency
         self.score_concurrency = score_concurrency or concurrency
         self.progress = PoolProgress(progress, label)
         self._slots: asyncio.Semaphore | None = None
         self._score_slots: asyncio.Semaphore | None = None
-        self._pending: set[asyncio.Task[Execution]] = set()
 
     def submit(
         self,
@@ -145,17 +188,7 @@ class ExecutionPool:
             self._slots = asyncio.Semaphore(self.concurrency)
             self._score_slots = asyncio.Semaphore(self.score_concurrency)
         self.progress.submitted()
-        future = asyncio.ensure_future(self._run(request))
-        self._pending.add(future)
-        future.add_done_callback(self._pending.discard)
-        return future
-
-    async def run(self, tasks: Sequence[Task], samples: int = 1) -> list[Execution]:
-        """Every task ``samples`` times (group = task id); results in task-major order."""
-        if samples < 1:
-            raise ValueError(f"samples must be >= 1, got {samples}")
-        futures = [self.submit(task, task.id, index) for task in tasks for index in range(samples)]
-        return list(await asyncio.gather(*futures))
+        return self._track(asyncio.ensure_future(self._run(request)))
 
     async def _run(self, request: ExecutionRequest) -> Execution:
         execution: Execution | None = None
@@ -171,21 +204,3 @@ class ExecutionPool:
             return execution
         finally:
             self.progress.finished(execution, began)
-
-    async def cancel_all(self) -> None:
-        """Stop every running execution (their harnesses are killed and keys closed)."""
-        pending = list(self._pending)
-        for future in pending:
-            future.cancel()
-        await asyncio.gather(*pending, return_exceptions=True)
-
-    async def close(self) -> None:
-        """Cancel what still runs (harnesses killed, keys closed) and stop the progress display."""
-        await self.cancel_all()
-        self.progress.close()
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(self, *_: object) -> None:
-        await self.close()

@@ -23,18 +23,15 @@ SLOTS = 2  # executions each simulated node runs at once
 
 @pytest.fixture(scope="module")
 def two_nodes():
-    """A head node plus two execution nodes on this machine; the shared test Ray session is put back after."""
+    """A head node plus two execution nodes on this machine (the shared test cluster, if up, is shut down
+    first; the next test that needs it starts it again: tests/conftest.py)."""
     import ray
 
-    had_ray = ray.is_initialized()
-    if had_ray:
-        ray.shutdown()
+    ray.shutdown()
     nodes = SimulatedNodes(2, SLOTS, head_cpus=2,
                            runtime_env={"env_vars": {k: v for k, v in os.environ.items() if k.startswith("GYRE_")}})
     yield nodes
     nodes.shutdown()
-    if had_ray:  # the session fixture's cluster, as tests/conftest.py starts it
-        ray.init(address="local", num_cpus=4, include_dashboard=False, log_to_driver=False, configure_logging=False)
 
 
 def oracle_pool(run_dir: Path) -> NodePool:
