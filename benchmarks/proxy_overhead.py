@@ -236,8 +236,8 @@ async def measure(sessions: int, calls: int, rounds: int, new_tokens: int, run_d
 class TimedEngine:
     """Stands in for an engine on an accelerator (replicated mode): every call takes ``seconds`` of wall time
     and no host CPU, as a GPU's batched decode does, so the host's cores are left to the proxies being
-    measured. It returns ``new_tokens`` tokens that end by length. (This machine has no accelerator; with
-    ``--replicated-engine hf`` the tiny model runs on the host's cores instead, competing with the proxies.)"""
+    measured. It returns ``new_tokens`` tokens that end by length. (With ``--replicated-engine hf`` the tiny
+    model runs on the host's cores instead, competing with the proxies.)"""
 
     def __init__(self, seconds: float) -> None:
         self.seconds = seconds

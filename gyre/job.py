@@ -180,14 +180,12 @@ def run(cfg: DictConfig) -> int:
             server = ProxyServer(proxy).start()
             routing = LocalRouting(proxy.router, server.on_loop)
 
-        def execution_pool() -> Any:
-            if not nodes.count:
-                return make_pool(cfg, server=server, sandbox=sandbox, run_dir=run_dir)
-            return NodePool(slots, progress=bool(cfg.harness.get("progress", True)), label=str(cfg.harness.name))
-
         async def main() -> int:
             cluster = Cluster(cluster_cfg, routing=routing)
-            pool = execution_pool()
+            if nodes.count:
+                pool = NodePool(slots, progress=bool(cfg.harness.get("progress", True)), label=str(cfg.harness.name))
+            else:
+                pool = make_pool(cfg, server=server, sandbox=sandbox, run_dir=run_dir)
             config = OmegaConf.to_container(cfg, resolve=True)
             with Tracker(run_dir, backends=list(cfg.tracking.backends), project=cfg.tracking.project,
                          run_name=cfg.tracking.run_name, config=config, wandb_mode=cfg.tracking.wandb_mode,

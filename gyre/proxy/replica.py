@@ -9,9 +9,10 @@ its node), so its session affinity, in-flight calls and KV moves are that replic
 `Router`. What every replica must agree on, the cells (which exist, which are draining, their capacity), is
 set by the driver on all of them at once (`gyre.proxy.routing.ReplicatedRouting`): a drain runs on every
 replica concurrently and each moves its own executions, so each session still moves exactly once. A cell's
-call capacity is split between the replicas. A central router (one Ray actor consulted per call) was built
-and measured first: one Ray round trip per call, about a millisecond of serial CPU in that actor on this
-machine, added ~0.5 s to the median call at 256 concurrent sessions and capped the whole cluster's call rate.
+call capacity is split between the replicas. Why not one central router that every call consults: that
+is one Ray round trip per call (about a millisecond of CPU each on a 2-core host), paid serially in the one
+router process, which then bounds the whole cluster's call rate (at 256 concurrent sessions it added
+~0.5 s to the median call, whatever the number of replicas).
 
 Use it in-process (`gyre.harness.nodes.ExecutionWorker` does) or as a Ray actor (``ray.remote(ProxyReplica)``).
 """

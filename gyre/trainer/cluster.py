@@ -48,17 +48,14 @@ class ClusterConfig:
 
 
 class Cluster:
-    """``router`` is the proxy's router; ``on_router_loop`` runs a coroutine on the loop the router lives on
-    (the proxy serves from its own thread), default: this loop. ``routing`` instead: the proxy replicas of
-    the execution nodes (`gyre.proxy.routing.ReplicatedRouting`)."""
+    """``routing`` reaches the router(s) the rollout cells serve through: the proxy's in this process
+    (`gyre.proxy.routing.LocalRouting`) or the execution nodes' replicas (`ReplicatedRouting`); None: no
+    proxy (training-only use)."""
 
-    def __init__(self, cfg: ClusterConfig, router: Any | None = None, on_router_loop: Any | None = None,
-                 routing: LocalRouting | ReplicatedRouting | None = None):
+    def __init__(self, cfg: ClusterConfig, routing: LocalRouting | ReplicatedRouting | None = None):
         if cfg.cells < 1:
             raise ValueError(f"cluster.cells must be >= 1, got {cfg.cells}")
         self.cfg = cfg
-        if routing is None and router is not None:
-            routing = LocalRouting(router, on_router_loop)
         self.routing = routing
         self.store, self.port = host_store(cfg.host)
         self.epoch = 0  # membership epoch: every bulk switch starts one (transfer groups belong to it)

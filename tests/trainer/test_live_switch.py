@@ -8,6 +8,7 @@ import pytest
 
 from gyre.models import load_tokenizer
 from gyre.proxy.config import ProxyConfig
+from gyre.proxy.routing import LocalRouting
 from gyre.proxy.server import ProxyServer, build_proxy
 from gyre.scheduler.state import Role
 from gyre.trainer.cluster import Cluster, ClusterConfig
@@ -21,11 +22,8 @@ def test_switches_during_live_executions_lose_and_duplicate_nothing(ray_session,
     server = ProxyServer(proxy).start()
 
     async def scenario():
-        def on_router_loop(coroutine):
-            return asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coroutine, server.loop))
-
         cluster = Cluster(ClusterConfig(cells=2, cpus_per_cell=0.5, cell={"rollout": {"kind": "hf", "max_batch_size": 16}}),
-                          router=proxy.router, on_router_loop=on_router_loop)
+                          routing=LocalRouting(proxy.router, server.on_loop))
         await cluster.start_rollout()
         keys = {f"ex{i}": proxy.open_execution(f"ex{i}") for i in range(SESSIONS)}
         turns_done = {name: 0 for name in keys}
