@@ -8,8 +8,10 @@
   follow the outstanding work ``w``: every satellite the rule allows moves in one decision, to training
   while the remaining rollout capacity still covers ``w`` (``w <= C_R - C_e`` per cell moved), back to
   rollout when it does not (``w > C_R``). Cells stay where they are across steps while the rule holds, and
-  a cell that joined a step is not sent back before it ends (hysteresis). Executions are never interrupted:
-  the router moves their sessions. Details in ``ElasticPolicy``.
+  a cell that joined a step is not sent back before it ends (hysteresis). Once the rate at which executions
+  become trainable is measured, moves are timed against the wait for the next batch: a cell goes back to
+  rollout only if it can return before the batch is ready, and the step's trainers move one join time ahead
+  of it. Executions are never interrupted: the router moves their sessions. Details in ``ElasticPolicy``.
 
 Staleness. ``max_staleness`` batches of look-ahead may be in flight beyond the batch being generated.
 With ``stale_policy=keep`` (the default) every execution is trained however long it ran, corrected by the
@@ -201,7 +203,7 @@ class RolloutPool:
 
 
 class ElasticPolicy(Policy):
-    """Cells go where the work is, moved in bulk, with hysteresis.
+    """Cells go where the work is, moved in bulk, with hysteresis, and ahead of the step they serve.
 
     Outstanding work ``w`` (executions) is what rollout must hold cells for: the running executions that
     can still be trained, plus the look-ahead still allowed to be dispatched, counted up to one batch
@@ -213,10 +215,17 @@ class ElasticPolicy(Policy):
       observer measures the step's remaining work and the join time (``train_left_s``, ``join_s``), a
       satellite joins only if it will compute at least as long as its switch and weight pull took.
     - Wait phase (no batch ready, no step): training cells have nothing to do. While the serving cells
-      are loaded beyond the sessions they serve at full speed (``CellView.fast``) and the next batch is
-      not near (less than half of it ready), they go back to rollout, satellites first: new executions
-      then run faster. Otherwise they stay, ready for the next step. While cells are on their way back,
-      only what the serving cells hold at full speed is dispatched; the rest waits for them.
+      are loaded beyond the sessions they serve at full speed (``CellView.fast``) they go back to rollout,
+      satellites first: new executions then run faster. While cells are on their way back, only what the
+      serving cells hold at full speed is dispatched; the rest waits for them.
+
+    Timing, once the observer measures how fast executions become trainable (``ready_rate``): the wait
+    left is what the batch still lacks over that rate. A cell goes back only while that wait covers its
+    round trip (``return_s + join_s``): one that could not be back in training when the batch is ready
+    would delay the step by what it gained in rollout. And within one join time of the batch, the core and
+    the satellites the step will use (those rollout can spare, each computing at least its join time) move
+    to training *before* it is ready, so the step starts with its trainers in place instead of waiting a
+    switch and a weight pull for them.
 
     In either phase, cells in training go back when ``w`` exceeds the rollout capacity (the core only in
     the wait phase). Hysteresis: a cell joins when rollout can spare its whole capacity and goes back only
@@ -227,7 +236,6 @@ class ElasticPolicy(Policy):
     """
 
     name = "elastic"
-    SPREAD_BELOW = 0.5  # wait phase: spread sessions only while less than this share of a batch is ready
 
     def __init__(self, cfg: SchedulerConfig):
         super().__init__(cfg)
@@ -245,14 +253,24 @@ class ElasticPolicy(Policy):
         """Step k's wait for a batch is phase 2k; from its batch being ready to its end, 2k + 1."""
         return 2 * state.steps_done + (1 if state.training or self.batch_ready(state) else 0)
 
+    def wait_left_s(self, state: SchedulerState) -> float | None:
+        """Seconds until the next batch is ready at the recent rate (None until the observer measures one)."""
+        if not state.ready_rate:
+            return None
+        need = max(1, math.ceil(self.cfg.stream_from * self.cfg.batch_size))
+        return max(0, need - self.trainable(state)) / state.ready_rate
+
     def decide(self, state: SchedulerState) -> list[Action]:
         if state.done:
             return []
         actions = self.abort_untrainable(state)
         core = state.core
         stepping = state.training or self.batch_ready(state)
-        # The core switches to training the moment a batch is ready, and the step starts once it is there.
-        core_joins = not state.training and stepping and core.role == Role.ROLLOUT
+        wait_left = None if stepping else self.wait_left_s(state)
+        early = wait_left is not None and state.join_s is not None and wait_left <= state.join_s
+        # The core switches to training the moment a batch is ready (or one join time before it will be),
+        # and the step starts once it is there.
+        core_joins = not state.training and (stepping or early) and core.role == Role.ROLLOUT
         if not state.training and stepping and core.role == Role.TRAIN:
             actions.append(self.start_step(state))
 
@@ -260,16 +278,20 @@ class ElasticPolicy(Policy):
         work = self.outstanding(state)
         joining: list[CellView] = []
         returning: list[CellView] = []
-        core_too = not stepping
-        if work > pool.heading:
-            returning = self._returning(state, work - pool.heading, core_too=core_too, fast=False)
+        if stepping and work > pool.heading:
+            returning = self._returning(state, work - pool.heading, core_too=False, fast=False)
         elif stepping:
-            joining = self._joining(state, pool.heading - work)
-            useful = self._useful_joiners(state, pool.trainers)
-            if useful is not None:
-                joining = joining[:useful]
-        elif work > pool.heading_fast and self.trainable(state) < self.SPREAD_BELOW * self.cfg.batch_size:
-            returning = self._returning(state, work - pool.heading_fast, core_too=core_too, fast=True)
+            joining = self._limit(self._joining(state, pool.heading - work), self._useful_joiners(state, pool.trainers))
+        elif early:
+            # The batch is within a join time: the step's trainers move now. Rollout keeps what the running
+            # executions need (the look-ahead shrinks to one batch once the step starts).
+            spare = pool.heading - self.running(state)
+            joining = self._limit(self._joining(state, spare), self._useful_joiners(state, pool.trainers, in_place=True))
+        elif self._round_trip_fits(state, wait_left):
+            if work > pool.heading:
+                returning = self._returning(state, work - pool.heading, core_too=True, fast=False)
+            elif work > pool.heading_fast:
+                returning = self._returning(state, work - pool.heading_fast, core_too=True, fast=True)
         actions += self._move(([core] if core_joins else []) + joining, Role.TRAIN, state)
         actions += self._move(returning, Role.ROLLOUT, state)
 
@@ -281,13 +303,27 @@ class ElasticPolicy(Policy):
             actions.append(Dispatch(count))
         return actions
 
-    def _useful_joiners(self, state: SchedulerState, trainers: int) -> int | None:
-        """Most satellites that can still join the step and each compute at least their own join time:
-        with ``m`` cells training and ``k`` joining after ``d`` seconds, ``(L - m d) / (m + k) >= d``
-        (None when the observer has not measured ``L`` or ``d`` yet)."""
+    @staticmethod
+    def _limit(cells: list[CellView], most: int | None) -> list[CellView]:
+        return cells if most is None else cells[:most]
+
+    @staticmethod
+    def _round_trip_fits(state: SchedulerState, wait_left: float | None) -> bool:
+        """Whether a training cell sent back to rollout now can be back in training before the batch is
+        ready (always, until the observer has measured the wait and a join)."""
+        if wait_left is None or state.join_s is None:
+            return True
+        return wait_left >= (state.return_s or 0.0) + state.join_s
+
+    def _useful_joiners(self, state: SchedulerState, trainers: int, in_place: bool = False) -> int | None:
+        """Most satellites that can still join the step and each compute at least their own join time,
+        with ``m`` cells training and ``k`` joining: after ``d`` seconds into a step of ``L`` cell-seconds,
+        ``(L - m d) / (m + k) >= d``; in place before it starts (``in_place``), ``L / (m + k) >= d``.
+        None when the observer has not measured ``L`` or ``d`` yet."""
         if state.train_left_s is None or not state.join_s:
             return None
-        return max(0, int(state.train_left_s / state.join_s) - 2 * max(1, trainers))
+        steps = int(state.train_left_s / state.join_s)
+        return max(0, steps - trainers if in_place else steps - 2 * max(1, trainers))
 
     def _joined_in(self, cell: CellView, phase: int) -> bool:
         """Whether ``cell`` was moved to training during ``phase`` (it then stays until the phase ends)."""

@@ -67,6 +67,8 @@ class SchedulerState:
     train_left_s: float | None = None  # training compute the running step still needs, or the next step when a
     # batch is ready and none runs, in seconds of one training cell
     join_s: float | None = None  # seconds from a rollout cell's switch to its first micro-batch (switch + weight pull)
+    return_s: float | None = None  # seconds a training cell takes to switch back to rollout
+    ready_rate: float | None = None  # executions becoming trainable per second, lately (``gyre.scheduler.rate``)
     step_waiting: int = 0  # executions the running step still waits for (a step streams in its batch's tail; 0
     # when no step runs)
 

@@ -36,6 +36,7 @@ from gyre.scheduler import (
     VersionCounts,
     make_policy,
 )
+from gyre.scheduler.rate import ReadyRate
 from gyre.sim.ledger import Counts, Ledger
 from gyre.sim.metrics import step_records
 from gyre.sim.result import SimResult
@@ -112,6 +113,7 @@ class Simulator:
         self.switch_log: list[tuple[float, str]] = []  # (time, "rollout_to_train" | "train_to_rollout")
         self.decide_interval = self.root.sim.decide_interval_s
         self.join_s = sim.switch.rollout_to_train_s + sim.train.weight_sync_s
+        self.ready_rate = ReadyRate(scheduler.batch_size, clock=lambda: self.now)
         self.next_decide = 0.0
         self.tick_pending = False
 
@@ -226,6 +228,7 @@ class Simulator:
             self._count("ready", version, len(members))
             self.ready.extend(members)
             self.ready_versions.extend([version] * len(members))
+            self.ready_rate.add(len(members))
             self.grouped_done += len(members)
             if self.step is not None and self.step.waiting > 0:
                 self._stream_in(self.step.waiting)
@@ -295,6 +298,7 @@ class Simulator:
             ready_versions=self._versions["ready"], running_versions=self._versions["running"],
             training=self.step is not None, steps_done=self.steps_done, total_steps=self.root.sim.steps,
             executions_left=left, train_left_s=self._train_left_s(), join_s=self.join_s,
+            return_s=self.root.sim.switch.train_to_rollout_s, ready_rate=self.ready_rate.rate(),
             step_waiting=self.step.waiting if self.step is not None else 0)
 
     def _train_left_s(self) -> float | None:

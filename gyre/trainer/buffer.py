@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gyre.protocol import Execution
+from gyre.scheduler.rate import ReadyRate
 from gyre.scheduler.state import VersionCounts, version_counts
 
 
@@ -52,10 +53,11 @@ class TaskSampler:
 
 
 class ExecutionBuffer:
-    def __init__(self, group_size: int):
+    def __init__(self, group_size: int, ready_rate: ReadyRate | None = None):
         if group_size < 1:
             raise ValueError(f"trainer.group_size must be >= 1, got {group_size}")
         self.group_size = group_size
+        self.ready_rate = ready_rate  # records each group as it becomes ready (what the scheduler observes)
         self.open: dict[str, Group] = {}
         self.ready: dict[str, Group] = {}
         self._ids = itertools.count()
@@ -82,6 +84,8 @@ class ExecutionBuffer:
             if group.finished:
                 self.ready[group_id] = group
                 self.order[group_id] = next(self._completed)
+                if self.ready_rate is not None:
+                    self.ready_rate.add(len(group.finished))
 
     @property
     def running(self) -> int:

@@ -242,8 +242,15 @@ class Cluster:
 
     def join_s(self) -> float | None:
         """Mean seconds a cell took to switch to training (the weight pull included); None before one did."""
-        joins = [entry["seconds"] for entry in self.switch_log if entry["kind"] == "rollout_to_train_s"]
-        return sum(joins) / len(joins) if joins else None
+        return self._mean_switch_s("rollout_to_train_s")
+
+    def return_s(self) -> float | None:
+        """Mean seconds a cell took to switch back to rollout; None before one did."""
+        return self._mean_switch_s("train_to_rollout_s")
+
+    def _mean_switch_s(self, kind: str) -> float | None:
+        seconds = [entry["seconds"] for entry in self.switch_log if entry["kind"] == kind]
+        return sum(seconds) / len(seconds) if seconds else None
 
     async def _finish_step(self, step: StreamCall, stats: list[dict[str, float]], max_grad_norm: float | None,
                            started: float, grad_scale: float = 1.0) -> dict[str, Any]:

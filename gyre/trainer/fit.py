@@ -31,6 +31,7 @@ from gyre.scheduler import (
     SwitchCell,
 )
 from gyre.scheduler.policies import Policy
+from gyre.scheduler.rate import ReadyRate
 from gyre.single_controller import MembershipError
 from gyre.trainer.buffer import ExecutionBuffer, Group, TaskSampler
 from gyre.trainer.metrics import logged_train_metrics
@@ -101,7 +102,7 @@ class Driver:
         self.run_dir = Path(run_dir)
         self.sampler = TaskSampler(tasks, loop_cfg.seed)
         self.val_tasks = val_tasks or []
-        self.buffer = ExecutionBuffer(loop_cfg.group_size)
+        self.buffer = ExecutionBuffer(loop_cfg.group_size, ReadyRate(policy.cfg.batch_size))
         self.progress = progress
         self.steps_done = 0
         self.switching: dict[str, asyncio.Task] = {}

@@ -1,7 +1,7 @@
 """What the scheduling policy sees of a live run, and how the driver applies what it decides.
 
 ``scheduler_state`` builds one ``SchedulerState`` from the cluster and the execution buffer, with the
-durations the policy has no clock to measure (the running step's remaining compute, a join's switch time).
+durations the policy has no clock to measure (the running step's remaining compute, a switch's duration, the rate executions become ready).
 ``group_actions`` splits one decision into the role switches, applied by the cluster as one concurrent bulk,
 and the other actions in the order the policy issued them. The simulator (``gyre/sim/engine.py``) builds the
 same state from its own world and applies the same actions.
@@ -31,6 +31,8 @@ def scheduler_state(cluster: Any, buffer: ExecutionBuffer, training: bool, steps
         total_steps=total_steps,
         train_left_s=cluster.train_left_s(step_waiting / batch_size),
         join_s=cluster.join_s(),
+        return_s=cluster.return_s(),
+        ready_rate=buffer.ready_rate.rate() if buffer.ready_rate is not None else None,
         step_waiting=step_waiting,
     )
 

@@ -16,7 +16,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from gyre.scheduler import CellView, Role, SchedulerConfig, make_policy
+from gyre.scheduler import CellView, Role, SchedulerConfig, StartTrainStep, SwitchCell, make_policy
 from gyre.sim.config import load_config
 from gyre.sim.engine import Simulator
 from gyre.sim.world import World
@@ -89,6 +89,9 @@ class StandInCluster:
     def join_s(self) -> float | None:
         return self.measured.join_s
 
+    def return_s(self) -> float | None:
+        return self.measured.root.sim.switch.train_to_rollout_s
+
     def seconds_in_roles(self) -> dict[str, dict[str, float]]:
         return {}
 
@@ -130,6 +133,7 @@ class Lockstep:
         loop_cfg = LoopConfig(total_steps=3, group_size=GROUP, save_every=0, timeline_every=0, val_every=0)
         self.driver = Driver(loop_cfg, TrajectoryConfig(max_paths=None), make_policy(policy), self.cluster, self.pool,
                              [f"task{i}" for i in range(5)], Tracker(), tmp_path)
+        self.driver.buffer.ready_rate.clock = lambda: sim.now  # the driver's ready rate on the simulator's clock
         self.spec = WorkloadSpec(turns=2, subagents=0, retry_prob=0.0)
         self.group_order: list[str] = []  # driver group ids in dispatch order = the simulator's group numbers
         self.decisions: list[list] = []
@@ -233,3 +237,33 @@ def test_a_step_streaming_in_its_batch_is_the_same_in_the_driver_and_the_simulat
 
     asyncio.run(scenario())
     assert run.sim.step_log[0]["ids"] == list(range(2 * GROUP))
+
+
+def test_moves_timed_by_the_ready_rate_are_the_same_in_the_driver_and_the_simulator(tmp_path: Path):
+    """The ready rate each side measures on its own clock (the driver's on the simulator's here) times the
+    moves: the step's trainers go one join time (18.52 s here) ahead of the batch, and the step starts the
+    moment the batch is complete."""
+    run = Lockstep(SchedulerConfig(name="elastic", batch_size=3 * GROUP, max_staleness=1), tmp_path)
+
+    async def scenario() -> None:
+        await run.decide_and_apply()  # six groups: two batches of three
+        run.sim._advance_clock(10.0)
+        await run.finish_groups(0)
+        await run.decide_and_apply()
+        assert run.decisions[-1] == [] and run.driver.observe().ready_rate is None  # one group: no rate yet
+        run.sim._advance_clock(20.0)
+        await run.finish_groups(1)  # 2 executions per 10 s, 2 short: the batch is ~10 s away
+        await run.decide_and_apply()
+        early = run.decisions[-1]
+        assert run.driver.observe().ready_rate == 0.2
+        assert SwitchCell("c0", Role.TRAIN) in early and not any(isinstance(a, StartTrainStep) for a in early)
+        await run.land_switches()
+        await run.decide_and_apply()  # in place, waiting for the batch
+        run.sim._advance_clock(25.0)
+        await run.finish_groups(2)
+        await run.decide_and_apply()
+        assert run.decisions[-1][0] == StartTrainStep(3 * GROUP)  # no switch between the batch and its step
+        await run.end_step()
+        await run.decide_and_apply()
+
+    asyncio.run(scenario())
