@@ -215,14 +215,16 @@ class ElasticPolicy(Policy):
       observer measures the step's remaining work and the join time (``train_left_s``, ``join_s``), a
       satellite joins only if it will compute at least as long as its switch and weight pull took.
     - Wait phase (no batch ready, no step): training cells have nothing to do. While the serving cells
-      are loaded beyond the sessions they serve at full speed (``CellView.fast``) they go back to rollout,
-      satellites first: new executions then run faster. While cells are on their way back, only what the
-      serving cells hold at full speed is dispatched; the rest waits for them.
+      are loaded beyond the sessions they serve at full speed (``CellView.fast``) and the next batch is
+      not near (less than half of it ready), they go back to rollout, satellites first: new executions
+      then run faster. While cells are on their way back, only what the serving cells hold at full speed
+      is dispatched; the rest waits for them.
 
     Timing, once the observer measures how fast executions become trainable (``ready_rate``): the wait
     left is what the batch still lacks over that rate. A cell goes back only while that wait covers its
     round trip (``return_s + join_s``): one that could not be back in training when the batch is ready
-    would delay the step by what it gained in rollout. And within one join time of the batch, the core and
+    would delay the step by what it gained in rollout. (The half-batch condition above stays: without it
+    the grid's ``staleness_2`` scenario loses 5%.) And within one join time of the batch, the core and
     the satellites the step will use (those rollout can spare, each computing at least its join time) move
     to training *before* it is ready, so the step starts with its trainers in place instead of waiting a
     switch and a weight pull for them.
@@ -236,6 +238,7 @@ class ElasticPolicy(Policy):
     """
 
     name = "elastic"
+    SPREAD_BELOW = 0.5  # wait phase: spread sessions only while less than this share of a batch is ready
 
     def __init__(self, cfg: SchedulerConfig):
         super().__init__(cfg)
@@ -290,7 +293,7 @@ class ElasticPolicy(Policy):
         elif self._round_trip_fits(state, wait_left):
             if work > pool.heading:
                 returning = self._returning(state, work - pool.heading, core_too=True, fast=False)
-            elif work > pool.heading_fast:
+            elif work > pool.heading_fast and self.trainable(state) < self.SPREAD_BELOW * self.cfg.batch_size:
                 returning = self._returning(state, work - pool.heading_fast, core_too=True, fast=True)
         actions += self._move(([core] if core_joins else []) + joining, Role.TRAIN, state)
         actions += self._move(returning, Role.ROLLOUT, state)

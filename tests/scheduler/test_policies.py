@@ -187,14 +187,16 @@ def test_elastic_spreads_sessions_over_idle_training_cells_while_no_batch_is_nea
     assert switches(actions, R) == [SwitchCell(f"c{i}", R) for i in (3, 2, 1, 0)]
     # while they switch, only what the serving cells hold at full speed is dispatched (2 x 2 - 6 < 0)
     assert not [a for a in actions if isinstance(a, Dispatch)]
+    # half a batch already ready: the next step is near, the idle trainers stay for it
+    assert not switches(policy("elastic", max_staleness=1).decide(state(roles, capacity=8, fast=2, running=6, ready=4)))
 
 
 def test_elastic_sends_a_cell_back_only_if_it_can_return_before_the_batch_is_ready():
     roles = [T, T, T, T, R, R]
-    timing = dict(capacity=8, fast=2, running=6, ready=4, join_s=3.0, return_s=2.0)  # a round trip takes 5 s
-    # 4 executions short at 1 per second: the batch is 4 s away, the idle trainers stay for it
-    assert not switches(policy("elastic", max_staleness=1).decide(state(roles, ready_rate=1.0, **timing)))
-    # at 0.5 per second it is 8 s away: they serve meanwhile and can be back in time
+    timing = dict(capacity=8, fast=2, running=6, ready=3, join_s=3.0, return_s=2.0)  # a round trip takes 5 s
+    # 5 executions short at 1.25 per second: the batch is 4 s away, the idle trainers stay for it
+    assert not switches(policy("elastic", max_staleness=1).decide(state(roles, ready_rate=1.25, **timing)))
+    # at 0.5 per second it is 10 s away: they serve meanwhile and can be back in time
     actions = policy("elastic", max_staleness=1).decide(state(roles, ready_rate=0.5, **timing))
     assert switches(actions, R) == [SwitchCell(f"c{i}", R) for i in (3, 2, 1, 0)]
 
@@ -211,7 +213,7 @@ def test_elastic_moves_the_steps_trainers_one_join_time_ahead_of_the_batch():
     assert not [a for a in actions if isinstance(a, StartTrainStep)]
     # the moved cells are not sent back while the wait lasts, even if the batch turns out farther away and
     # the serving cells are loaded beyond full speed (a policy that had not moved them would spread)
-    later = state([T, R, R, T, T, T], fast=2, ready_rate=0.1, **near)
+    later = state([T, R, R, T, T, T], fast=2, ready_rate=0.1, **{**near, "ready": 2})
     assert not switches(p.decide(later))
     assert switches(policy("elastic", max_staleness=1).decide(later), R)
     # 4 s away: nothing moves yet
