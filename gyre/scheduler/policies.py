@@ -91,9 +91,14 @@ class Policy:
         assert oldest is not None
         return [AbortStale(oldest)]
 
+    @property
+    def step_start_need(self) -> int:
+        """Trainable executions a step starts on: its first ``stream_from`` share (the rest streams in)."""
+        return max(1, math.ceil(self.cfg.stream_from * self.cfg.batch_size))
+
     def batch_ready(self, state: SchedulerState) -> bool:
-        """Enough is ready to start a step (its first ``stream_from`` share; the rest streams in)."""
-        return self.trainable(state) >= max(1, math.ceil(self.cfg.stream_from * self.cfg.batch_size))
+        """Enough is ready to start a step."""
+        return self.trainable(state) >= self.step_start_need
 
     def start_step(self, state: SchedulerState) -> StartTrainStep:
         return StartTrainStep(self.cfg.batch_size, drop_stale=self.stale(state))
@@ -260,8 +265,7 @@ class ElasticPolicy(Policy):
         """Seconds until the next batch is ready at the recent rate (None until the observer measures one)."""
         if not state.ready_rate:
             return None
-        need = max(1, math.ceil(self.cfg.stream_from * self.cfg.batch_size))
-        return max(0, need - self.trainable(state)) / state.ready_rate
+        return max(0, self.step_start_need - self.trainable(state)) / state.ready_rate
 
     def decide(self, state: SchedulerState) -> list[Action]:
         if state.done:

@@ -1,7 +1,8 @@
 """What the scheduling policy sees of a live run, and how the driver applies what it decides.
 
-``scheduler_state`` builds one ``SchedulerState`` from the cluster and the execution buffer, with the
-durations the policy has no clock to measure (the running step's remaining compute, a switch's duration, the rate executions become ready).
+``scheduler_state`` builds one ``SchedulerState`` from the cluster and the execution buffer, with what the
+policy has no clock to measure (the running step's remaining compute, a switch's duration, the rate at which
+executions become ready).
 ``group_actions`` splits one decision into the role switches, applied by the cluster as one concurrent bulk,
 and the other actions in the order the policy issued them. The simulator (``gyre/sim/engine.py``) builds the
 same state from its own world and applies the same actions.
