@@ -30,6 +30,7 @@ class TrainerSection:
     lr: float
     weight_decay: float
     max_grad_norm: float | None
+    ppo_epochs: int
     max_tokens_per_microbatch: int
     attention_backend: str
     attention_block_size: int
@@ -49,6 +50,13 @@ MOVED_FROM_TRAINER = {"max_staleness": "scheduler.max_staleness", "stale_policy"
 
 def loop_config(cfg: DictConfig) -> LoopConfig:
     trainer = build(TrainerSection, without_moved(cfg.trainer, "trainer", MOVED_FROM_TRAINER), "trainer")
+    if trainer.ppo_epochs < 1:
+        raise ValueError(f"trainer.ppo_epochs must be >= 1, got {trainer.ppo_epochs}")
+    if trainer.ppo_epochs > 1 and cfg.algo.proximal != "behavior":
+        # recompute takes the proximal log-probs from each pass's own forward: the later passes would have a
+        # ratio of 1 and nothing would bound how far they move.
+        raise ValueError(f"trainer.ppo_epochs={trainer.ppo_epochs} needs algo.proximal=behavior (got "
+                         f"{cfg.algo.proximal!r}): the later passes must be clipped against a fixed policy")
     loop_keys = set(LoopConfig.__dataclass_fields__) - {"seed"}
     return LoopConfig(**{k: getattr(trainer, k) for k in loop_keys}, seed=cfg.seed)
 

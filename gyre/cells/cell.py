@@ -70,8 +70,9 @@ class Cell:
         return self.ranks.collect_grads(transfer)
 
     @register(Dispatch.RANK_ZERO)
-    def optimizer_step(self, max_grad_norm: float | None, grad_scale: float = 1.0) -> GroupCall:
-        return self.ranks.optimizer_step(max_grad_norm, grad_scale)
+    def optimizer_step(self, max_grad_norm: float | None, grad_scale: float = 1.0,
+                       advance_version: bool = True) -> GroupCall:
+        return self.ranks.optimizer_step(max_grad_norm, grad_scale, advance_version)
 
     @register(Dispatch.RANK_ZERO)
     def save_checkpoint(self, folder: str) -> GroupCall:

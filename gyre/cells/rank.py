@@ -183,14 +183,17 @@ class CellRank(ServesEngine):
         self.grad_inbox = total if self.grad_inbox is None else self.grad_inbox + total
 
     @register(Dispatch.ONE_TO_ALL, Collect.FIRST)
-    async def optimizer_step(self, max_grad_norm: float | None, grad_scale: float = 1.0) -> dict[str, float]:
-        """Core: own gradients + inbox, scaled by ``grad_scale``, clipped, step; the weight version increments."""
+    async def optimizer_step(self, max_grad_norm: float | None, grad_scale: float = 1.0,
+                             advance_version: bool = True) -> dict[str, float]:
+        """Core: own gradients + inbox, scaled by ``grad_scale``, clipped, step; the weight version increments
+        unless ``advance_version`` is false (an inner update of a step that makes several, ``trainer.ppo_epochs``:
+        the rollout cells only ever get a step's last weights, so a version is a step)."""
         assert self.cfg.is_core and self.replica is not None
         if self.grad_inbox is not None:
             self.replica.add_flat_grad_shard(self.grad_inbox)
             self.grad_inbox = None
         norm = await asyncio.to_thread(self.replica.step, max_grad_norm, grad_scale)
-        self.version += 1
+        self.version += int(advance_version)
         return {"grad_norm": norm, "version": self.version}
 
     # Checkpoints (core) -----------------------------------------------------------------------------

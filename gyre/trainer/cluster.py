@@ -187,18 +187,23 @@ class Cluster:
 
     async def train_step(self, batches: list[PackedBatch], max_grad_norm: float | None,
                          more: AsyncIterator[list[PackedBatch]] | None = None,
-                         grad_scale: Callable[[], float] | None = None) -> dict[str, Any]:
+                         grad_scale: Callable[[], float] | None = None, epochs: int = 1) -> dict[str, Any]:
         """One streaming step over the current (and joining) trainer members, then sync the new weights.
 
         ``more``: the rest of a step that started on part of its batch, micro-batches as they are packed (the
         step ends once it is exhausted and every micro-batch is done); ``grad_scale()``: asked once the
         micro-batches are all in, the factor the summed gradients (and the weighted statistics) are scaled by
-        before the optimizer step (the batch's final normalisation)."""
+        before the optimizer step (the batch's final normalisation). ``epochs`` > 1: after the first update the
+        trainer members pass over the same micro-batches again, ``epochs - 1`` more times, one optimizer step
+        each (PPO epochs; the loss's clip bounds how far the later passes move from the behaviour policy)."""
+        if epochs < 1:
+            raise ValueError(f"trainer.ppo_epochs must be >= 1, got {epochs}")
         started = time.perf_counter()
         self.stepping = True
         self.step_members = set(self.trainer.ids)
         self.step = self.trainer.stream("train", batches) if more is not None else self.trainer.train(batches)
-        feeding = asyncio.ensure_future(self._feed(self.step, more)) if more is not None else None
+        trained = list(batches)  # the whole batch, for the later epochs
+        feeding = asyncio.ensure_future(self._feed(self.step, more, trained)) if more is not None else None
         try:
             try:
                 stats = await self.step
@@ -211,14 +216,15 @@ class Cluster:
                 self.microbatch_s += step.seconds
                 self.microbatches.append(step.total)
             scale = grad_scale() if grad_scale is not None else 1.0
-            return await self._finish_step(step, stats, max_grad_norm, started, scale)
+            return await self._finish_step(step, stats, max_grad_norm, started, scale, trained, epochs)
         finally:
             self.stepping = False
 
     @staticmethod
-    async def _feed(step: StreamCall, more: AsyncIterator[list[PackedBatch]]) -> None:
+    async def _feed(step: StreamCall, more: AsyncIterator[list[PackedBatch]], trained: list[PackedBatch]) -> None:
         try:
             async for batches in more:
+                trained += batches
                 step.put(batches)
         finally:
             step.close()
@@ -253,14 +259,26 @@ class Cluster:
         return sum(seconds) / len(seconds) if seconds else None
 
     async def _finish_step(self, step: StreamCall, stats: list[dict[str, float]], max_grad_norm: float | None,
-                           started: float, grad_scale: float = 1.0) -> dict[str, Any]:
+                           started: float, grad_scale: float, batches: list[PackedBatch],
+                           epochs: int) -> dict[str, Any]:
+        # The lock holds the trainer membership still through the later epochs (switches wait for it).
         async with self._lock:
-            await self._push_grads([c for c in self.trainer.ids if c != self.core_id], "reduce")
-            result = await self.core.optimizer_step(max_grad_norm, grad_scale)
+            satellites = [c for c in self.trainer.ids if c != self.core_id]
+            last_stats = stats
+            for epoch in range(epochs):
+                if epoch:
+                    await self._sync_weights(satellites, "epoch")  # trainers only: rollout keeps the step's weights
+                    last_stats = await self.trainer.train(batches)
+                await self._push_grads(satellites, "reduce")
+                result = await self.core.optimizer_step(max_grad_norm, grad_scale, epoch == epochs - 1)
             self.version = result["version"]
             sync_started = time.perf_counter()
             await self._sync_weights()
         metrics = rescale_stats(reduce_stats(stats), grad_scale)
+        if epochs > 1:  # how far the last pass had moved from the behaviour policy
+            last = reduce_stats(last_stats)
+            metrics.update({"last_epoch/clip_fraction": last.get("clip_fraction", 0.0),
+                            "last_epoch/ratio_max": last.get("ratio_max", 1.0)})
         metrics.update(grad_norm=result["grad_norm"], version=self.version,
                        train_time_s=time.perf_counter() - started, weight_sync_s=time.perf_counter() - sync_started,
                        trainer_members=len(self.step_members), microbatches=step.total)
@@ -268,12 +286,14 @@ class Cluster:
             metrics[f"microbatches/{member}"] = step.done_by.get(member, 0)
         return metrics
 
-    async def _sync_weights(self) -> None:
-        """Broadcast the core's new weights to every other cell (engines load them between calls)."""
-        others = [c for c in self.ids if c != self.core_id and not self.membership.is_dead(c)]
+    async def _sync_weights(self, cells: list[str] | None = None, purpose: str = "sync") -> None:
+        """Broadcast the core's new weights to ``cells`` (default: every other live cell; engines load them
+        between calls)."""
+        others = [c for c in (self.ids if cells is None else cells)
+                  if c != self.core_id and not self.membership.is_dead(c)]
         if not others:
             return
-        transfer = self._transfer("sync", [self.core_id, *others])
+        transfer = self._transfer(purpose, [self.core_id, *others])
         await asyncio.gather(self.core.send_weights(transfer),
                              *[self.cells[c].receive_weights(transfer, self.version) for c in others])
 

@@ -49,6 +49,7 @@ class LoopConfig:
     group_size: int = 4  # samples per task (GRPO group)
     max_tokens_per_microbatch: int = 16384
     max_grad_norm: float | None = 1.0
+    ppo_epochs: int = 1  # passes over each step's batch, one optimizer step each
     save_every: int = 1  # checkpoint every k steps and after the last (0: never)
     val_every: int = 0  # validate every k steps, before the first and after the last (0: never)
     val_samples: int = 1  # executions per held-out task at each validation
@@ -250,7 +251,8 @@ class Driver:
         version = self.cluster.version
         if intake.waiting <= 0:
             batches = self._packed(groups)
-            metrics = logged_train_metrics(await self.cluster.train_step(batches, self.cfg.max_grad_norm))
+            metrics = logged_train_metrics(await self.cluster.train_step(batches, self.cfg.max_grad_norm,
+                                                                              epochs=self.cfg.ppo_epochs))
         else:
             # Started on part of its batch: the rest streams in (``_arrivals`` appends it to ``groups``).
             # Every arrival's loss weights assume the batch's ``count`` executions; the update rescales
@@ -261,7 +263,8 @@ class Driver:
 
             batches = self._packed(groups, intake.count)
             metrics = logged_train_metrics(await self.cluster.train_step(
-                batches, self.cfg.max_grad_norm, more=self._arrivals(intake, groups), grad_scale=grad_scale))
+                batches, self.cfg.max_grad_norm, more=self._arrivals(intake, groups), grad_scale=grad_scale,
+                epochs=self.cfg.ppo_epochs))
         executions = self._executions(groups)
         metrics["executions/streamed_in"] = intake.streamed
         staleness = [version - group.version for group in groups for _ in group.finished]

@@ -10,6 +10,7 @@ import torch
 
 from gyre.algo.losses import LossConfig
 from gyre.models import load_model
+from gyre.rollout.base import SamplingParams
 from gyre.scheduler.state import Role
 from gyre.trainer.cluster import Cluster, ClusterConfig
 from gyre.replica.step import StepConfig, train_step
@@ -85,8 +86,6 @@ def test_streaming_step_with_a_satellite_joining_mid_step_equals_one_trainer(clu
 
 
 def test_back_to_rollout_serves_with_the_new_weights(cluster):
-    from gyre.rollout.base import SamplingParams
-
     async def scenario():
         await cluster.switch("cell1", Role.ROLLOUT)
         await cluster.switch(cluster.core_id, Role.ROLLOUT)
@@ -123,3 +122,32 @@ def test_process_groups_end_with_their_membership_over_many_switches(cluster):
     assert core[0]["groups_ended"] >= core[0]["groups_made"] - 2  # ... and they ended with their epoch
     for then, now in zip(before, core, strict=True):
         assert now["open_fds"] <= then["open_fds"] + 8, (then, now)
+
+
+def test_ppo_epochs_make_several_updates_on_the_same_batch_and_one_version(cluster, tiny_model_path):
+    """trainer.ppo_epochs=3 on the core and a satellite: the same weights as three whole-batch updates on one
+    trainer (the satellite takes the inner updates' weights before each pass), and one new version."""
+    first = step_batches()  # the first test's step, replayed so the reference's optimizer state matches
+    batches = first[1:]  # the small trees: one micro-batch each, pulled by both trainers
+    reference = load_model(tiny_model_path)
+    optimizer = torch.optim.AdamW(reference.parameters(), lr=LR, weight_decay=0.0)
+    step_cfg = StepConfig(attention_backend="block")
+    train_step(reference, optimizer, first, LossConfig(), step_cfg)
+    expected = [train_step(reference, optimizer, batches, LossConfig(), step_cfg) for _ in range(3)]
+
+    async def scenario():
+        await cluster.switch_many({cluster.core_id: Role.TRAIN, "cell1": Role.TRAIN})
+        metrics = await cluster.train_step(batches, max_grad_norm=1.0, epochs=3)
+        await cluster.switch("cell1", Role.ROLLOUT)
+        return metrics
+
+    metrics = cluster.loop.run_until_complete(scenario())
+    assert metrics["version"] == 2  # one version for the whole step
+    assert metrics["loss"] == pytest.approx(expected[0]["loss"], rel=1e-5, abs=1e-7)  # the first pass's
+    assert metrics["last_epoch/ratio_max"] > 1.0  # the later passes ran on moved weights
+    core_weights = cluster.core.state_dict().get()
+    for name, value in reference.state_dict().items():
+        assert torch.allclose(core_weights[name], value, atol=1e-5), name
+    sampling = SamplingParams(temperature=0.0, max_new_tokens=2)
+    served = cluster.loop.run_until_complete(cluster.cells["cell1"].engine_rank.generate.remote("e", [1, 2, 3], sampling))
+    assert served.weight_version == 2  # the satellite serves the step's last weights

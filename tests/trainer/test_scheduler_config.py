@@ -1,4 +1,5 @@
-"""Staleness keys live in the scheduler group; their old place in the trainer group fails naming the new key."""
+"""Config checks of the trainer and scheduler groups: staleness keys live in the scheduler group (their old place in
+the trainer group fails naming the new key); PPO epochs that could not train fail naming the keys."""
 
 from __future__ import annotations
 
@@ -37,3 +38,13 @@ def test_the_removed_extra_key_fails_naming_it():
     with pytest.raises(ConfigError, match=r"scheduler\.extra: unknown key"):
         build(SchedulerConfig, cfg.scheduler, "scheduler")
 
+
+
+@pytest.mark.parametrize("overrides, message", [
+    (["trainer.ppo_epochs=0"], r"trainer.ppo_epochs must be >= 1"),
+    (["trainer.ppo_epochs=2", "algo.proximal=recompute"], r"ppo_epochs=2 needs algo.proximal=behavior"),
+])
+def test_ppo_epochs_that_cannot_train_fail_naming_the_keys(overrides, message):
+    with pytest.raises(ValueError, match=message):
+        loop_config(composed(*overrides))
+    assert loop_config(composed("trainer.ppo_epochs=3")).ppo_epochs == 3
