@@ -19,6 +19,8 @@ name                               meaning
 ``clip_fraction``, ``ratio_max``   token weight clipped by PPO; largest importance ratio
 ``clipped_weight``, ``weight``,    the sums behind clip_fraction; clipped and all edges (policy tokens)
 ``clipped_edges``, ``edges``
+``last_epoch/clip_fraction``,      with ``trainer.ppo_epochs`` > 1: the same two of the step's last pass over its
+``last_epoch/ratio_max``           batch (the others are the first pass's, at the behaviour policy)
 ``chunks``, ``chunk_recomputed_tokens``  chunked training of trees longer than a micro-batch (when any)
 ``version``                        policy version after the step
 ``microbatches``, ``microbatches/<cell>``  micro-batches of the step (in all; trained by each cell)
