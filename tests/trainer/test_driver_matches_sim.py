@@ -67,7 +67,8 @@ class StandInCluster:
         return landed
 
     async def train_step(self, batches: list, max_grad_norm: float | None, more: Any = None,
-                         grad_scale: Any = None) -> dict[str, Any]:
+                         grad_scale: Any = None, epochs: int = 1) -> dict[str, Any]:
+        assert epochs == 1  # the simulator models one update per step
         self.pending_step = asyncio.get_running_loop().create_future()
         self.microbatches = len(batches)
         if more is not None:  # a step that streams in its batch: take every arrival before it can end
