@@ -29,10 +29,6 @@ SUITE = Path(__file__).resolve().parent / "tasks"
 CHECK_FILE = "check_task.py"
 
 
-def text(path: Path) -> str | None:
-    return path.read_text().strip() if path.is_file() else None
-
-
 def outcome(task: Path, workspace: Path) -> str:
     family = task.name.split("-")[1]
     expected = {p.name: p.read_text().strip() for p in sorted((task / "reference").iterdir())}
