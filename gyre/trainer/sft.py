@@ -26,6 +26,7 @@ import torch
 from gyre.ops.tree_attention import DEFAULT_BLOCK_SIZE
 from gyre.protocol import PackedBatch, TrajectoryTree
 from gyre.replica import checkpoint
+from gyre.trainer.renaming import Renaming
 from gyre.trainer.sft_data import SFTExample
 from gyre.replica.step import StepConfig, backward_edges
 from gyre.trajectory import assign_loss_weights, build_tree, pack_trees
@@ -48,6 +49,7 @@ class SFTConfig:
     attention_block_size: int = DEFAULT_BLOCK_SIZE
     loss_agg: str = "execution_token_mean"
     short_context_steps: int = 0  # first steps train without the prompt prefix every demonstration shares
+    rename_file: str | None = None  # JSON {"words", "exclude"}: words renamed afresh in every example at every step
     save_every: int = 100  # checkpoint every k steps (the last step always saves)
     log_every: int = 10
     resume: bool = False
@@ -69,15 +71,15 @@ def demonstration_trees(examples: list[SFTExample], batch_executions: int, loss_
     return trees
 
 
-def short_context(trees: list[TrajectoryTree]) -> list[TrajectoryTree]:
-    """The trees without the prompt prefix all of them share (a harness's system prompt and tool list).
+def short_context(trees: list[TrajectoryTree], cut: int) -> list[TrajectoryTree]:
+    """The trees without the first ``cut`` tokens, the prompt prefix all demonstrations share (a harness's
+    system prompt and tool list; `common_prefix_length` of the whole data).
 
     Why: attention that must find a few instruction tokens behind hundreds of shared prompt tokens gets a
     gradient diluted by the prompt's length, so a small model trained from scratch on full prompts learns
     to copy from the instruction very slowly; trained first on the turns alone (positions restart at 0;
     attention is relative), it learns where to look, and the full prompts that follow only teach it to
     look past the prefix. With ``short_context_steps=0`` nothing is cut."""
-    cut = common_prefix_length(trees)
     if cut == 0:
         return trees
     # Keep the last shared token: the first trained token may be predicted by it.
@@ -197,12 +199,24 @@ class SFTTrainer:
             self.resume()
         torch.manual_seed(self.seed)
         trees = demonstration_trees(examples, self.cfg.batch_executions, self.cfg.loss_agg)
-        short = short_context(trees) if self.cfg.short_context_steps else trees
+        shared = common_prefix_length(trees)
+        renaming = None
+        if self.cfg.rename_file:
+            renaming = Renaming.from_file(self.cfg.rename_file, self.tokenizer)
+            renaming.check_prefix(trees[0].ids[:shared])
         progress = _Progress(self.cfg.steps, self.step, enabled=self.progress)
         try:
             while self.step < self.cfg.steps:
-                data = short if self.step < self.cfg.short_context_steps else trees
-                metrics = self.train_step([data[i] for i in self.next_batch(len(trees))])
+                chosen = self.next_batch(len(trees))
+                if renaming is None:
+                    batch = [trees[i] for i in chosen]
+                else:  # seeded by the step, so a resumed run renames as an uninterrupted one would
+                    rng = random.Random(f"{self.seed}:{self.step}")
+                    renamed = [renaming.apply(examples[i], rng) for i in chosen]
+                    batch = demonstration_trees(renamed, self.cfg.batch_executions, self.cfg.loss_agg)
+                if self.step < self.cfg.short_context_steps:
+                    batch = short_context(batch, shared)
+                metrics = self.train_step(batch)
                 self.history.append({"step": self.step, **metrics})
                 progress.update(self.step, metrics["sft/loss"])
                 if self.tracker is not None and (self.step % self.cfg.log_every == 0 or self.step == self.cfg.steps):

@@ -1,6 +1,6 @@
 """What the policy got wrong on the learn suite, per validation (or per stretch of training steps).
 
-    python recipes/learn/failures.py runs/<run> [--split heldout|train] [--every 8]
+    python recipes/learn/failures.py runs/<run> [--split heldout|train] [--every 8] [--suite recipes/learn/tasks]
 
 Reads a finished run's folder (``executions/<id>/workspace`` as the agent left it, ``records/<id>.jsonl`` for
 the weight version that made each execution's first call) and the suite's task folders, and counts each
@@ -63,11 +63,13 @@ def main() -> None:
     parser.add_argument("run", type=Path, help="a run folder of +recipe=learn")
     parser.add_argument("--split", choices=["heldout", "train"], default="heldout")
     parser.add_argument("--every", type=int, default=8, help="versions per row (trainer.val_every for held-out)")
+    parser.add_argument("--suite", type=Path, default=SUITE,
+                        help="the suite the run used: a folder of train/ and heldout/ (default: the recipe's)")
     args = parser.parse_args()
     rows: dict[int, Counter] = defaultdict(Counter)
     for execution in sorted((args.run / "executions").glob(f"{args.split}-*")):
         version = first_version(args.run / "records" / f"{execution.name}.jsonl")
-        task = SUITE / args.split / "-".join(execution.name.split("-")[:3])
+        task = args.suite / args.split / "-".join(execution.name.split("-")[:3])
         if version is None or not task.is_dir():
             continue  # no call made, or not a task of this suite
         family = task.name.split("-")[1]

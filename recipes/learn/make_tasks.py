@@ -1,6 +1,6 @@
 """Generate the built-in `learn` suite: small file tasks a CPU model can learn, with a held-out split.
 
-    python recipes/learn/make_tasks.py [--out recipes/learn/tasks] [--train 288] [--heldout 48] [--seed 0]
+    python recipes/learn/make_tasks.py [--out recipes/learn/tasks] [--train 1152] [--heldout 48] [--seed 0]
 
 Every task is an NL2RepoBench task folder (start.md, test_case_count.txt, test_commands.json,
 test_files.json, hidden/, reference/, plus Gyre's optional workspace/ of starting files), in one of three
@@ -30,6 +30,11 @@ thing. Supervised training on these transcripts learns those mistakes at those r
 solves about half of the tasks it imitates well; the held-out pass rate after supervised training
 is lower, since copying new strings is also imperfect); reinforcement learning can only remove them through the reward.
 
+``rename.json`` lists the words the warm start may rename in its demonstrations (``sft.rename_file``,
+`gyre.trainer.renaming`: fresh names at every supervised step, so that the model learns to copy names
+rather than fit the training tasks' ones) and every held-out string, which renaming must never produce.
+Words of the reference harness's own prompt are left out of it (renaming them would rewrite the prompt).
+
 Deterministic: re-running with the same arguments rewrites the same files.
 """
 
@@ -39,6 +44,7 @@ import argparse
 import itertools
 import json
 import random
+import re
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -47,8 +53,16 @@ from pathlib import Path
 WORDS = (
     "back begin best blocks break case change check class close codes column data decode default diff encode "
     "equal file find flag form group header import item line list long make mark match next only pair parse "
-    "place print push quick range scan side size sort"
+    "place print push quick range scan side size sort adjacent blanks char chunks context current delete desc "
+    "dict escape except expand float format from indent insert iter junk like link lines lineno longest matches "
+    "name norm object pairs posix prefix quotes replace repr result self sent source split start state string "
+    "strip table tabs test text three token true tuple unified used value width word words wrap yield"
 ).split()
+
+# Words of the reference harness's system prompt and tool schemas ("write_file", "start_line", "object"...):
+# names may use them, but renaming them would rewrite the prompt (gyre.trainer.renaming refuses them).
+PROMPT_WORDS = {"file", "line", "lines", "only", "current", "desc", "name", "object", "self", "start", "string", "text"}
+RENAME_FILE = "rename.json"
 
 STALE_PROBABILITY = 0.35  # the demonstrator writes the outdated value
 EARLY_STOP_PROBABILITY = 0.3  # the demonstrator finishes after the first of two files
@@ -185,7 +199,7 @@ def make_tasks(split: str, count: int, strings: Strings, rng: random.Random) -> 
     tasks = []
     for index in range(count):
         family = FAMILIES[index % len(FAMILIES)]
-        task_id = f"{split}-{family}-{index:03d}"
+        task_id = f"{split}-{family}-{index:0{max(3, len(str(count - 1)))}d}"
         if family == "write":
             tasks.append(make_write(task_id, strings.path(), strings.value(), strings.value()))
         elif family == "write2":
@@ -195,6 +209,11 @@ def make_tasks(split: str, count: int, strings: Strings, rng: random.Random) -> 
             tasks.append(make_copy(task_id, strings.path(), strings.path(), strings.value()))
     rng.shuffle(tasks)
     return tasks
+
+
+def stale_values(task: Task) -> list[str]:
+    """The outdated values a task's instruction names."""
+    return re.findall(r'outdated "([^"]+)"', task.instruction)
 
 
 def write_task(root: Path, task: Task, with_demonstrations: bool) -> None:
@@ -222,7 +241,7 @@ def write_task(root: Path, task: Task, with_demonstrations: bool) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "tasks")
-    parser.add_argument("--train", type=int, default=288, help="training tasks (a multiple of 3 keeps families equal)")
+    parser.add_argument("--train", type=int, default=1152, help="training tasks (a multiple of 3 keeps families equal)")
     parser.add_argument("--heldout", type=int, default=48, help="held-out tasks")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
@@ -236,6 +255,10 @@ def main() -> None:
         write_task(args.out / "train", task, with_demonstrations=True)
     for task in heldout:
         write_task(args.out / "heldout", task, with_demonstrations=False)
+    heldout_strings = sorted({text for task in heldout for rel, content in task.reference.items()
+                              for text in (rel, content.strip())} | {value for task in heldout for value in stale_values(task)})
+    renamed = [word for word in WORDS if word not in PROMPT_WORDS]
+    (args.out / RENAME_FILE).write_text(json.dumps({"words": renamed, "exclude": heldout_strings}, indent=0) + "\n")
     print(f"wrote {len(train)} training and {len(heldout)} held-out tasks under {args.out}")
 
 

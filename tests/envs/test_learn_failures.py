@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -22,21 +23,28 @@ def left_behind(run: Path, execution: str, version: int, files: dict[str, str]) 
     (run / "records" / f"{execution}.jsonl").write_text(json.dumps({"weight_version": version}) + "\n")
 
 
+def first_task(family: str) -> Path:
+    return sorted(TRAIN.glob(f"train-{family}-*"))[0]
+
+
 def test_each_mistake_is_named_and_counted_per_stretch_of_versions(tmp_path):
     run = tmp_path / "run"
-    write2 = {p.name: p.read_text().strip() for p in sorted((TRAIN / "train-write2-001" / "reference").iterdir())}
-    first, second = sorted(write2)
-    left_behind(run, "train-write-000-s0-a", 0, {"place_sort.txt": "check-side"})
-    left_behind(run, "train-write-000-s1-b", 1, {"place_sort.txt": "size-parse"})
-    left_behind(run, "train-write-000-s2-c", 2, {"place_sort.txt": "check-size"})
-    left_behind(run, "train-write-000-s3-d", 3, {"place_sorted.txt": "check-side"})
-    left_behind(run, "train-write2-001-s0-e", 8, {first: write2[first]})
-    left_behind(run, "train-write2-001-s1-f", 9, {})
-    copy = TRAIN / "train-copy-002"
+    write = first_task("write")
+    path, new, old = re.findall(r'"([^"]+)"', (write / "start.md").read_text())
+    left_behind(run, f"{write.name}-s0-a", 0, {path: new})
+    left_behind(run, f"{write.name}-s1-b", 1, {path: old})
+    left_behind(run, f"{write.name}-s2-c", 2, {path: f"{new}-{old}"})
+    left_behind(run, f"{write.name}-s3-d", 3, {path.replace(".txt", "s.txt"): new})
+    write2 = first_task("write2")
+    contents = {p.name: p.read_text().strip() for p in sorted((write2 / "reference").iterdir())}
+    first = re.findall(r'"([^"]+)"', (write2 / "start.md").read_text())[0]
+    left_behind(run, f"{write2.name}-s0-e", 8, {first: contents[first]})
+    left_behind(run, f"{write2.name}-s1-f", 9, {})
+    copy = first_task("copy")
     source = next((copy / "workspace").iterdir())
-    left_behind(run, "train-copy-002-s0-g", 9, {source.name: source.read_text().strip()})
-    shutil.copytree(copy / "reference", run / "executions" / "train-copy-002-s1-h" / "workspace", dirs_exist_ok=True)
-    (run / "records" / "train-copy-002-s1-h.jsonl").write_text(json.dumps({"weight_version": 10}) + "\n")
+    left_behind(run, f"{copy.name}-s0-g", 9, {source.name: source.read_text().strip()})
+    shutil.copytree(copy / "reference", run / "executions" / f"{copy.name}-s1-h" / "workspace", dirs_exist_ok=True)
+    (run / "records" / f"{copy.name}-s1-h.jsonl").write_text(json.dumps({"weight_version": 10}) + "\n")
 
     done = subprocess.run([sys.executable, str(ROOT / "recipes" / "learn" / "failures.py"), str(run),
                            "--split", "train", "--every", "8"], capture_output=True, text=True, check=True)
