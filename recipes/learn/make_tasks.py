@@ -1,6 +1,6 @@
 """Generate the built-in `learn` suite: small file tasks a CPU model can learn, with a held-out split.
 
-    python recipes/learn/make_tasks.py [--out recipes/learn/tasks] [--train 1152] [--heldout 48] [--seed 0]
+    python recipes/learn/make_tasks.py [--out recipes/learn/tasks] [--train 288] [--heldout 48] [--words 45] [--seed 0]
 
 Every task is an NL2RepoBench task folder (start.md, test_case_count.txt, test_commands.json,
 test_files.json, hidden/, reference/, plus Gyre's optional workspace/ of starting files), in one of three
@@ -50,6 +50,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 # Whole tokens of the built-in tokenizer (with and without a leading space), so names and values are short.
+# The suite uses the first --words of them (45: the committed suite; all 104 give 10712 pairs, room for
+# ~2600 tasks).
 WORDS = (
     "back begin best blocks break case change check class close codes column data decode default diff encode "
     "equal file find flag form group header import item line list long make mark match next only pair parse "
@@ -177,13 +179,14 @@ class Strings:
     so supervised training cannot fit the split by remembering strings, and no held-out string occurs in
     training. Held-out tasks are made first."""
 
-    def __init__(self, rng: random.Random) -> None:
-        self.pairs = [(a, b) for a, b in itertools.permutations(WORDS, 2)]
+    def __init__(self, words: list[str], rng: random.Random) -> None:
+        self.words = words
+        self.pairs = [(a, b) for a, b in itertools.permutations(words, 2)]
         rng.shuffle(self.pairs)
 
     def _pair(self) -> tuple[str, str]:
         if not self.pairs:
-            raise SystemExit(f"{len(WORDS)} words give too few distinct pairs for this many tasks")
+            raise SystemExit(f"{len(self.words)} words give too few distinct pairs for this many tasks (--words)")
         return self.pairs.pop()
 
     def path(self) -> str:
@@ -241,12 +244,16 @@ def write_task(root: Path, task: Task, with_demonstrations: bool) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "tasks")
-    parser.add_argument("--train", type=int, default=1152, help="training tasks (a multiple of 3 keeps families equal)")
+    parser.add_argument("--train", type=int, default=288, help="training tasks (a multiple of 3 keeps families equal)")
     parser.add_argument("--heldout", type=int, default=48, help="held-out tasks")
+    parser.add_argument("--words", type=int, default=45, help=f"how many of the {len(WORDS)} words names are made of")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     rng = random.Random(args.seed)
-    strings = Strings(rng)
+    if not 2 <= args.words <= len(WORDS):
+        parser.error(f"--words must be between 2 and {len(WORDS)}")
+    words = WORDS[:args.words]
+    strings = Strings(words, rng)
     heldout = make_tasks("heldout", args.heldout, strings, rng)
     train = make_tasks("train", args.train, strings, rng)
     for split in ("train", "heldout"):
@@ -257,7 +264,7 @@ def main() -> None:
         write_task(args.out / "heldout", task, with_demonstrations=False)
     heldout_strings = sorted({text for task in heldout for rel, content in task.reference.items()
                               for text in (rel, content.strip())} | {value for task in heldout for value in stale_values(task)})
-    renamed = [word for word in WORDS if word not in PROMPT_WORDS]
+    renamed = [word for word in words if word not in PROMPT_WORDS]
     (args.out / RENAME_FILE).write_text(json.dumps({"words": renamed, "exclude": heldout_strings}, indent=0) + "\n")
     print(f"wrote {len(train)} training and {len(heldout)} held-out tasks under {args.out}")
 

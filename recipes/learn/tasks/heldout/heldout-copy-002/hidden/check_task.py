@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('copy_content', 'equals', 'three_source.txt', 'pair-replace'),
-    ('source_unchanged', 'equals', 'expand_width.txt', 'pair-replace'),
+    ('copy_content', 'equals', 'side_next.txt', 'place-form'),
+    ('source_unchanged', 'equals', 'file_push.txt', 'place-form'),
 ]
 
 

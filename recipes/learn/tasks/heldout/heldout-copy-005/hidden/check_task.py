@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('copy_content', 'equals', 'context_pair.txt', 'diff-posix'),
-    ('source_unchanged', 'equals', 'header_quick.txt', 'diff-posix'),
+    ('copy_content', 'equals', 'decode_case.txt', 'change-header'),
+    ('source_unchanged', 'equals', 'change_group.txt', 'change-header'),
 ]
 
 

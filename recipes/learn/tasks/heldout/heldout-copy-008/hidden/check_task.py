@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('copy_content', 'equals', 'next_except.txt', 'strip-three'),
-    ('source_unchanged', 'equals', 'words_tabs.txt', 'strip-three'),
+    ('copy_content', 'equals', 'scan_sort.txt', 'change-print'),
+    ('source_unchanged', 'equals', 'long_back.txt', 'change-print'),
 ]
 
 

@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('copy_content', 'equals', 'back_find.txt', 'used-pair'),
-    ('source_unchanged', 'equals', 'width_char.txt', 'used-pair'),
+    ('copy_content', 'equals', 'break_match.txt', 'encode-form'),
+    ('source_unchanged', 'equals', 'line_best.txt', 'encode-form'),
 ]
 
 

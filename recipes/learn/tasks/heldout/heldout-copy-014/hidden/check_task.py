@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('copy_content', 'equals', 'string_push.txt', 'norm-line'),
-    ('source_unchanged', 'equals', 'group_matches.txt', 'norm-line'),
+    ('copy_content', 'equals', 'import_column.txt', 'data-case'),
+    ('source_unchanged', 'equals', 'range_data.txt', 'data-case'),
 ]
 
 

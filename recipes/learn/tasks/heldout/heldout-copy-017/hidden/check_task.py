@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('copy_content', 'equals', 'strip_class.txt', 'desc-unified'),
-    ('source_unchanged', 'equals', 'find_table.txt', 'desc-unified'),
+    ('copy_content', 'equals', 'only_best.txt', 'push-equal'),
+    ('source_unchanged', 'equals', 'file_item.txt', 'push-equal'),
 ]
 
 

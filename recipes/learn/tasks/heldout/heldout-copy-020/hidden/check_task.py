@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('copy_content', 'equals', 'current_sort.txt', 'text-format'),
-    ('source_unchanged', 'equals', 'insert_header.txt', 'text-format'),
+    ('copy_content', 'equals', 'only_sort.txt', 'diff-change'),
+    ('source_unchanged', 'equals', 'column_encode.txt', 'diff-change'),
 ]
 
 

@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('copy_content', 'equals', 'default_mark.txt', 'flag-posix'),
-    ('source_unchanged', 'equals', 'codes_wrap.txt', 'flag-posix'),
+    ('copy_content', 'equals', 'print_encode.txt', 'item-data'),
+    ('source_unchanged', 'equals', 'change_long.txt', 'item-data'),
 ]
 
 

@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('copy_content', 'equals', 'token_start.txt', 'lines-posix'),
-    ('source_unchanged', 'equals', 'pair_header.txt', 'lines-posix'),
+    ('copy_content', 'equals', 'decode_item.txt', 'next-range'),
+    ('source_unchanged', 'equals', 'item_make.txt', 'next-range'),
 ]
 
 

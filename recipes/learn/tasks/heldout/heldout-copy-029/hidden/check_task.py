@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('copy_content', 'equals', 'replace_push.txt', 'token-quick'),
-    ('source_unchanged', 'equals', 'file_place.txt', 'token-quick'),
+    ('copy_content', 'equals', 'decode_file.txt', 'flag-next'),
+    ('source_unchanged', 'equals', 'list_diff.txt', 'flag-next'),
 ]
 
 

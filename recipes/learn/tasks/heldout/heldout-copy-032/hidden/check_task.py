@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('copy_content', 'equals', 'desc_token.txt', 'lineno-sent'),
-    ('source_unchanged', 'equals', 'list_data.txt', 'lineno-sent'),
+    ('copy_content', 'equals', 'push_codes.txt', 'class-match'),
+    ('source_unchanged', 'equals', 'class_place.txt', 'class-match'),
 ]
 
 

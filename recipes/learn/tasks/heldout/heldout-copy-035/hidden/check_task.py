@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('copy_content', 'equals', 'break_line.txt', 'find-source'),
-    ('source_unchanged', 'equals', 'column_self.txt', 'find-source'),
+    ('copy_content', 'equals', 'range_parse.txt', 'change-size'),
+    ('source_unchanged', 'equals', 'change_best.txt', 'change-size'),
 ]
 
 

@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('copy_content', 'equals', 'unified_next.txt', 'blocks-blanks'),
-    ('source_unchanged', 'equals', 'case_source.txt', 'blocks-blanks'),
+    ('copy_content', 'equals', 'import_file.txt', 'data-print'),
+    ('source_unchanged', 'equals', 'sort_data.txt', 'data-print'),
 ]
 
 

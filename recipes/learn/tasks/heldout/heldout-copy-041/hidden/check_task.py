@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('copy_content', 'equals', 'encode_default.txt', 'scan-parse'),
-    ('source_unchanged', 'equals', 'value_pairs.txt', 'scan-parse'),
+    ('copy_content', 'equals', 'data_place.txt', 'flag-size'),
+    ('source_unchanged', 'equals', 'line_sort.txt', 'flag-size'),
 ]
 
 

@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('copy_content', 'equals', 'change_long.txt', 'true-test'),
-    ('source_unchanged', 'equals', 'posix_match.txt', 'true-test'),
+    ('copy_content', 'equals', 'group_make.txt', 'list-default'),
+    ('source_unchanged', 'equals', 'case_equal.txt', 'list-default'),
 ]
 
 

@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('copy_content', 'equals', 'item_equal.txt', 'item-result'),
-    ('source_unchanged', 'equals', 'close_item.txt', 'item-result'),
+    ('copy_content', 'equals', 'codes_data.txt', 'equal-decode'),
+    ('source_unchanged', 'equals', 'sort_line.txt', 'equal-decode'),
 ]
 
 

@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('file_exists', 'exists', 'insert_long.txt', ''),
-    ('file_content', 'equals', 'insert_long.txt', 'lines-token'),
+    ('file_exists', 'exists', 'quick_decode.txt', ''),
+    ('file_content', 'equals', 'quick_decode.txt', 'equal-scan'),
 ]
 
 

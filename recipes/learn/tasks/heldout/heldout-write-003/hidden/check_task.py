@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('file_exists', 'exists', 'self_long.txt', ''),
-    ('file_content', 'equals', 'self_long.txt', 'group-diff'),
+    ('file_exists', 'exists', 'push_list.txt', ''),
+    ('file_content', 'equals', 'push_list.txt', 'default-case'),
 ]
 
 

@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('file_exists', 'exists', 'column_quotes.txt', ''),
-    ('file_content', 'equals', 'column_quotes.txt', 'desc-escape'),
+    ('file_exists', 'exists', 'parse_check.txt', ''),
+    ('file_content', 'equals', 'parse_check.txt', 'break-find'),
 ]
 
 

@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('file_exists', 'exists', 'prefix_text.txt', ''),
-    ('file_content', 'equals', 'prefix_text.txt', 'name-size'),
+    ('file_exists', 'exists', 'default_flag.txt', ''),
+    ('file_content', 'equals', 'default_flag.txt', 'break-list'),
 ]
 
 

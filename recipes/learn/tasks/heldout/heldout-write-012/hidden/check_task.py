@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('file_exists', 'exists', 'repr_desc.txt', ''),
-    ('file_content', 'equals', 'repr_desc.txt', 'desc-yield'),
+    ('file_exists', 'exists', 'flag_close.txt', ''),
+    ('file_content', 'equals', 'flag_close.txt', 'default-next'),
 ]
 
 

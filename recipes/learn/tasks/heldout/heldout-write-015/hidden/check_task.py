@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('file_exists', 'exists', 'default_dict.txt', ''),
-    ('file_content', 'equals', 'default_dict.txt', 'data-split'),
+    ('file_exists', 'exists', 'best_range.txt', ''),
+    ('file_content', 'equals', 'best_range.txt', 'print-flag'),
 ]
 
 

@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('file_exists', 'exists', 'state_value.txt', ''),
-    ('file_content', 'equals', 'state_value.txt', 'next-pair'),
+    ('file_exists', 'exists', 'place_header.txt', ''),
+    ('file_content', 'equals', 'place_header.txt', 'match-break'),
 ]
 
 

@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('file_exists', 'exists', 'push_dict.txt', ''),
-    ('file_content', 'equals', 'push_dict.txt', 'blanks-file'),
+    ('file_exists', 'exists', 'next_pair.txt', ''),
+    ('file_content', 'equals', 'next_pair.txt', 'range-group'),
 ]
 
 

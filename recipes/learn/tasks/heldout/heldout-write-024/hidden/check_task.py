@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('file_exists', 'exists', 'header_source.txt', ''),
-    ('file_content', 'equals', 'header_source.txt', 'change-encode'),
+    ('file_exists', 'exists', 'flag_push.txt', ''),
+    ('file_content', 'equals', 'flag_push.txt', 'break-column'),
 ]
 
 

@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('file_exists', 'exists', 'three_form.txt', ''),
-    ('file_content', 'equals', 'three_form.txt', 'size-sent'),
+    ('file_exists', 'exists', 'case_place.txt', ''),
+    ('file_content', 'equals', 'case_place.txt', 'item-form'),
 ]
 
 

@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('file_exists', 'exists', 'word_import.txt', ''),
-    ('file_content', 'equals', 'word_import.txt', 'dict-pair'),
+    ('file_exists', 'exists', 'break_data.txt', ''),
+    ('file_content', 'equals', 'break_data.txt', 'list-pair'),
 ]
 
 

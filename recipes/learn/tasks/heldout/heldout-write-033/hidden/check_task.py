@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('file_exists', 'exists', 'close_three.txt', ''),
-    ('file_content', 'equals', 'close_three.txt', 'encode-back'),
+    ('file_exists', 'exists', 'begin_import.txt', ''),
+    ('file_content', 'equals', 'begin_import.txt', 'long-group'),
 ]
 
 

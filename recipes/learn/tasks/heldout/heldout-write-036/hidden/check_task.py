@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('file_exists', 'exists', 'words_back.txt', ''),
-    ('file_content', 'equals', 'words_back.txt', 'make-wrap'),
+    ('file_exists', 'exists', 'begin_place.txt', ''),
+    ('file_content', 'equals', 'begin_place.txt', 'quick-close'),
 ]
 
 

@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('file_exists', 'exists', 'mark_width.txt', ''),
-    ('file_content', 'equals', 'mark_width.txt', 'make-sort'),
+    ('file_exists', 'exists', 'import_data.txt', ''),
+    ('file_content', 'equals', 'import_data.txt', 'print-pair'),
 ]
 
 

@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('file_exists', 'exists', 'column_default.txt', ''),
-    ('file_content', 'equals', 'column_default.txt', 'parse-decode'),
+    ('file_exists', 'exists', 'group_scan.txt', ''),
+    ('file_content', 'equals', 'group_scan.txt', 'mark-only'),
 ]
 
 

@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('file_exists', 'exists', 'encode_case.txt', ''),
-    ('file_content', 'equals', 'encode_case.txt', 'yield-best'),
+    ('file_exists', 'exists', 'make_default.txt', ''),
+    ('file_content', 'equals', 'make_default.txt', 'diff-list'),
 ]
 
 

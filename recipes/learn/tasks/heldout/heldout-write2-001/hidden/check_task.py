@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('first_content', 'equals', 'scan_find.txt', 'sent-only'),
-    ('second_content', 'equals', 'like_side.txt', 'chunks-item'),
+    ('first_content', 'equals', 'scan_find.txt', 'find-line'),
+    ('second_content', 'equals', 'data_best.txt', 'header-place'),
 ]
 
 

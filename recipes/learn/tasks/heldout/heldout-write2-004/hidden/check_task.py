@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('first_content', 'equals', 'group_import.txt', 'diff-class'),
-    ('second_content', 'equals', 'quick_table.txt', 'start-pairs'),
+    ('first_content', 'equals', 'encode_mark.txt', 'list-change'),
+    ('second_content', 'equals', 'side_column.txt', 'codes-check'),
 ]
 
 

@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('first_content', 'equals', 'tabs_break.txt', 'encode-begin'),
-    ('second_content', 'equals', 'matches_change.txt', 'current-mark'),
+    ('first_content', 'equals', 'print_close.txt', 'column-mark'),
+    ('second_content', 'equals', 'import_parse.txt', 'next-print'),
 ]
 
 

@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('first_content', 'equals', 'scan_adjacent.txt', 'close-true'),
-    ('second_content', 'equals', 'best_item.txt', 'default-strip'),
+    ('first_content', 'equals', 'blocks_flag.txt', 'scan-place'),
+    ('second_content', 'equals', 'match_print.txt', 'diff-equal'),
 ]
 
 

@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('first_content', 'equals', 'delete_quotes.txt', 'codes-begin'),
-    ('second_content', 'equals', 'test_long.txt', 'parse-list'),
+    ('first_content', 'equals', 'make_place.txt', 'side-form'),
+    ('second_content', 'equals', 'item_next.txt', 'sort-make'),
 ]
 
 

@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('first_content', 'equals', 'self_split.txt', 'replace-string'),
-    ('second_content', 'equals', 'char_value.txt', 'strip-name'),
+    ('first_content', 'equals', 'item_header.txt', 'side-list'),
+    ('second_content', 'equals', 'break_encode.txt', 'only-form'),
 ]
 
 

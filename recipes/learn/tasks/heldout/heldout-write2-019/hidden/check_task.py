@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('first_content', 'equals', 'strip_break.txt', 'token-chunks'),
-    ('second_content', 'equals', 'name_sent.txt', 'default-indent'),
+    ('first_content', 'equals', 'back_blocks.txt', 'long-form'),
+    ('second_content', 'equals', 'push_header.txt', 'range-encode'),
 ]
 
 

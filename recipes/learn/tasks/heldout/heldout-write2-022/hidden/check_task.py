@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('first_content', 'equals', 'mark_data.txt', 'make-pairs'),
-    ('second_content', 'equals', 'used_chunks.txt', 'scan-print'),
+    ('first_content', 'equals', 'class_range.txt', 'side-mark'),
+    ('second_content', 'equals', 'codes_diff.txt', 'column-break'),
 ]
 
 

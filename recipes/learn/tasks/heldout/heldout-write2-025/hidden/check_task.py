@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('first_content', 'equals', 'state_yield.txt', 'iter-import'),
-    ('second_content', 'equals', 'size_strip.txt', 'split-back'),
+    ('first_content', 'equals', 'default_range.txt', 'range-next'),
+    ('second_content', 'equals', 'group_parse.txt', 'case-blocks'),
 ]
 
 

@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('first_content', 'equals', 'repr_print.txt', 'words-yield'),
-    ('second_content', 'equals', 'decode_codes.txt', 'delete-insert'),
+    ('first_content', 'equals', 'print_scan.txt', 'item-change'),
+    ('second_content', 'equals', 'sort_encode.txt', 'long-blocks'),
 ]
 
 

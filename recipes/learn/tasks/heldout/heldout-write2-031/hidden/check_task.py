@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('first_content', 'equals', 'push_longest.txt', 'best-indent'),
-    ('second_content', 'equals', 'file_lines.txt', 'parse-check'),
+    ('first_content', 'equals', 'sort_side.txt', 'default-pair'),
+    ('second_content', 'equals', 'column_data.txt', 'decode-header'),
 ]
 
 

@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('first_content', 'equals', 'pair_split.txt', 'check-form'),
-    ('second_content', 'equals', 'word_test.txt', 'start-words'),
+    ('first_content', 'equals', 'data_break.txt', 'group-check'),
+    ('second_content', 'equals', 'break_class.txt', 'match-line'),
 ]
 
 

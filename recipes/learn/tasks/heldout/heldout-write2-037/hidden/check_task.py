@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('first_content', 'equals', 'text_junk.txt', 'find-break'),
-    ('second_content', 'equals', 'default_format.txt', 'format-text'),
+    ('first_content', 'equals', 'next_import.txt', 'push-line'),
+    ('second_content', 'equals', 'match_place.txt', 'file-close'),
 ]
 
 

@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('first_content', 'equals', 'quotes_header.txt', 'only-desc'),
-    ('second_content', 'equals', 'blocks_link.txt', 'string-format'),
+    ('first_content', 'equals', 'quick_header.txt', 'codes-back'),
+    ('second_content', 'equals', 'list_find.txt', 'push-file'),
 ]
 
 

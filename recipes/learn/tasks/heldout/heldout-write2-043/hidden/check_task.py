@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('first_content', 'equals', 'char_three.txt', 'except-prefix'),
-    ('second_content', 'equals', 'long_norm.txt', 'wrap-sort'),
+    ('first_content', 'equals', 'next_line.txt', 'place-scan'),
+    ('second_content', 'equals', 'blocks_print.txt', 'diff-break'),
 ]
 
 

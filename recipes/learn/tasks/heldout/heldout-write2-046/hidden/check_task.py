@@ -2,8 +2,8 @@
 from pathlib import Path
 
 CHECKS = [
-    ('first_content', 'equals', 'scan_quick.txt', 'float-blocks'),
-    ('second_content', 'equals', 'test_link.txt', 'line-value'),
+    ('first_content', 'equals', 'class_push.txt', 'column-default'),
+    ('second_content', 'equals', 'pair_best.txt', 'data-long'),
 ]
 
 
