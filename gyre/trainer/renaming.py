@@ -50,13 +50,14 @@ class Renaming:
     excluded: dict[int, list[tuple[int, ...]]]  # first token -> token sequences no renamed example may hold
     vocab_size: int
     source: str
+    kept_as_recorded: int = 0  # examples trained with their recorded names (every draw made an excluded string)
 
     @classmethod
     def from_file(cls, path: str | Path, tokenizer: Any) -> "Renaming":
         """Read a rename file: a path as given when it exists, else relative to the project root."""
         path = resolve_file(path)
         try:
-            spec = json.loads(Path(path).read_text())
+            spec = json.loads(path.read_text())
             words, exclude = list(spec["words"]), list(spec.get("exclude", []))
         except (OSError, ValueError, KeyError, TypeError) as error:
             raise RenamingError(f"rename file {path}: expected JSON {{\"words\": [...], \"exclude\": [...]}} ({error})") from error
@@ -114,4 +115,5 @@ class Renaming:
                              response_ids=table[np.asarray(call.response_ids)].tolist()) for call in example.calls]
             if not any(self.holds_excluded(np.asarray(call.prompt_ids + call.response_ids)) for call in calls):
                 return replace(example, calls=calls)
+        self.kept_as_recorded += 1
         return example

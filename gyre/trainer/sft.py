@@ -225,6 +225,9 @@ class SFTTrainer:
                     self.save()
         finally:
             progress.close()
+        if renaming is not None and renaming.kept_as_recorded:
+            log.warning("renaming: %d example draws kept their recorded names (every permutation tried made a string "
+                        "of %s's exclude list)", renaming.kept_as_recorded, renaming.source)
         final = checkpoint.step_folder(self.checkpoints, self.step)
         if checkpoint.latest_checkpoint(self.checkpoints) != final.resolve():
             self.save()

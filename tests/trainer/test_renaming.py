@@ -109,7 +109,7 @@ def test_renaming_never_makes_an_excluded_string(tokenizer, tmp_path):
     banned = tokenizer.encode(excluded, add_special_tokens=False)
     for seed in range(10):
         renamed = renaming.apply(example, random.Random(seed))
-        # the identity, or the swap drawn again until the draws ran out: the names as recorded
+        # the swap makes the excluded name, so it is drawn again until the identity comes: the names as recorded
         assert [c.prompt_ids + c.response_ids for c in renamed.calls] == [c.prompt_ids + c.response_ids for c in example.calls]
     text = tokenizer.decode(example.calls[-1].prompt_ids + example.calls[-1].response_ids)
     assert excluded not in text and path_name in text and banned
