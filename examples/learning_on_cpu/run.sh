@@ -1,21 +1,23 @@
 #!/usr/bin/env bash
 # The learning run on a CPU laptop, step by step: demonstrations -> SFT -> RL -> evaluation before and after.
-# Usage: bash examples/learning_on_cpu/run.sh [OUT_DIR]   (about 20-25 minutes on 2 cores)
-# Knobs (environment): SFT_STEPS (700), TRAIN and HELDOUT (the learn suite's task folders), RL_ARGS (extra
+# Usage: bash examples/learning_on_cpu/run.sh [OUT_DIR]   (about 30 minutes on 2 cores)
+# Knobs (environment): SFT_STEPS (1600), TRAIN and HELDOUT (the learn suite's task folders), RL_ARGS (extra
 # overrides of the RL run, e.g. RL_ARGS="trainer.total_steps=8").
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${1:-runs/example_learning}
-SFT_STEPS=${SFT_STEPS:-700}
+SFT_STEPS=${SFT_STEPS:-1600}
 TRAIN=${TRAIN:-recipes/learn/tasks/train}
 HELDOUT=${HELDOUT:-recipes/learn/tasks/heldout}
 RL_ARGS=${RL_ARGS:-}
 HARNESS="harness.max_turns=4 harness.max_tokens=96 harness.reference.sub_agent=false harness.reference.max_retries=1 harness.reference.tools=[read_file,write_file,finish]"
 
 # 1. Supervised warm start: record 2 demonstrations per training task of the learn suite through the proxy
-#    (the suite's imperfect demonstrator), then train the built-in small model on them.
+#    (the suite's imperfect demonstrator), then train the built-in small model on them, the names in every
+#    demonstration renamed afresh at every step (rename.json: so that it learns to copy names, not fit them).
 python -m gyre.sft model.path=small env=learn env.path=$TRAIN data.demonstrations=2 $HARNESS \
-  sft.steps=$SFT_STEPS sft.short_context_steps=$((SFT_STEPS * 9 / 14)) sft.save_every=$SFT_STEPS run_dir=$OUT/sft
+  sft.steps=$SFT_STEPS sft.short_context_steps=$((SFT_STEPS * 3 / 4)) sft.save_every=$SFT_STEPS run_dir=$OUT/sft \
+  sft.rename_file=recipes/learn/tasks/rename.json
 
 # 2. Held-out pass rate of the SFT checkpoint (every held-out task twice).
 EVAL="env=learn env.path=$HELDOUT eval.samples=2 eval.torch_threads=1 harness.progress=false $HARNESS"
