@@ -16,6 +16,13 @@ from gyre.envs.sandbox import Sandbox
 from gyre.envs.task import DOMAINS
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
+
+
+def project_path(path: str | Path) -> Path:
+    """``path`` as given when it is absolute or exists, else relative to the project root (Hydra may change
+    cwd, and recipes name their files relative to the repository)."""
+    given = Path(path)
+    return given if given.is_absolute() or given.exists() else PROJECT_ROOT / given
 KEYS = ("domain", "path", "val_path", "loader", "sandbox", "eval_retries")
 
 
@@ -68,12 +75,8 @@ class EnvConfig:
         )
 
     def resolved_path(self, path: str | None = None) -> Path:
-        """``path`` (default: ``self.path``) as given when it exists, else relative to the project root
-        (Hydra may change cwd)."""
-        resolved = Path(self.path if path is None else path)
-        if resolved.is_absolute() or resolved.exists():
-            return resolved
-        return PROJECT_ROOT / resolved
+        """``path`` (default: ``self.path``) resolved by `project_path`."""
+        return project_path(self.path if path is None else path)
 
     def load(self) -> LoadResult:
         return load_tasks(self.domain, self._existing("path", self.path), **self.loader)

@@ -27,16 +27,10 @@ from typing import Any
 
 import numpy as np
 
+from gyre.envs.config import project_path
 from gyre.trainer.sft_data import SFTExample
 
 MAX_DRAWS = 50  # permutations drawn for one example before it is trained with its recorded names
-
-
-def resolve_file(path: str | Path) -> Path:
-    from gyre.envs.config import PROJECT_ROOT
-
-    given = Path(path)
-    return given if given.is_absolute() or given.exists() else PROJECT_ROOT / given
 
 
 class RenamingError(ValueError):
@@ -55,7 +49,7 @@ class Renaming:
     @classmethod
     def from_file(cls, path: str | Path, tokenizer: Any) -> "Renaming":
         """Read a rename file: a path as given when it exists, else relative to the project root."""
-        path = resolve_file(path)
+        path = project_path(path)
         try:
             spec = json.loads(path.read_text())
             words, exclude = list(spec["words"]), list(spec.get("exclude", []))

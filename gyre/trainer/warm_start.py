@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from gyre.config import build, to_plain
-from gyre.trainer.renaming import resolve_file
+from gyre.envs.config import project_path
 from gyre.trainer.sft import SFTConfig, SFTTrainer
 from gyre.trainer.sft_data import DemonstrationSet, load_records, load_transcripts, report_skipped
 
@@ -105,7 +105,7 @@ def warm_start_key(cfg: Any) -> str:
     }
     rename_file = cfg.warm_start.sft.get("rename_file")
     if rename_file:  # its words and exclusions shape the checkpoint, not only its path
-        payload["rename"] = hashlib.sha256(resolve_file(rename_file).read_bytes()).hexdigest()
+        payload["rename"] = hashlib.sha256(project_path(rename_file).read_bytes()).hexdigest()
     return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 

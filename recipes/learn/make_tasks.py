@@ -44,7 +44,6 @@ import argparse
 import itertools
 import json
 import random
-import re
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -102,6 +101,7 @@ class Task:
     reference: dict[str, str]  # files of the solved workspace
     starting: dict[str, str] = field(default_factory=dict)  # files the agent starts with
     demonstrations: list[dict] = field(default_factory=list)
+    names: tuple[str, ...] = ()  # every path and value the task names (held-out ones are kept out of training)
 
 
 def write_call(path: str, content: str) -> dict:
@@ -131,6 +131,7 @@ def make_write(task_id: str, path: str, new: str, old: str) -> Task:
             {"behaviour": "expert", "probability": 1 - s, "calls": [write_call(path, new), FINISH]},
             {"behaviour": "outdated value", "probability": s, "calls": [write_call(path, old), FINISH]},
         ],
+        names=(path, new, old),
     )
 
 
@@ -155,6 +156,7 @@ def make_write2(task_id: str, first: tuple[str, str, str], second: tuple[str, st
         [("first_content", "equals", p1, new1), ("second_content", "equals", p2, new2)],
         {p1: new1 + "\n", p2: new2 + "\n"},
         demonstrations=sorted(demonstrations, key=lambda d: -d["probability"]),
+        names=(*first, *second),
     )
 
 
@@ -171,6 +173,7 @@ def make_copy(task_id: str, source: str, target: str, content: str) -> Task:
             {"behaviour": "expert", "probability": 1 - w, "calls": [read_call(source), write_call(target, content), FINISH]},
             {"behaviour": "writes the source path", "probability": w, "calls": [read_call(source), write_call(source, content), FINISH]},
         ],
+        names=(source, target, content),
     )
 
 
@@ -212,11 +215,6 @@ def make_tasks(split: str, count: int, strings: Strings, rng: random.Random) -> 
             tasks.append(make_copy(task_id, strings.path(), strings.path(), strings.value()))
     rng.shuffle(tasks)
     return tasks
-
-
-def stale_values(task: Task) -> list[str]:
-    """The outdated values a task's instruction names."""
-    return re.findall(r'outdated "([^"]+)"', task.instruction)
 
 
 def write_task(root: Path, task: Task, with_demonstrations: bool) -> None:
@@ -262,8 +260,7 @@ def main() -> None:
         write_task(args.out / "train", task, with_demonstrations=True)
     for task in heldout:
         write_task(args.out / "heldout", task, with_demonstrations=False)
-    heldout_strings = sorted({text for task in heldout for rel, content in task.reference.items()
-                              for text in (rel, content.strip())} | {value for task in heldout for value in stale_values(task)})
+    heldout_strings = sorted({name for task in heldout for name in task.names})
     renamed = [word for word in words if word not in PROMPT_WORDS]
     (args.out / RENAME_FILE).write_text(json.dumps({"words": renamed, "exclude": heldout_strings}, indent=0) + "\n")
     print(f"wrote {len(train)} training and {len(heldout)} held-out tasks under {args.out}")
