@@ -1,6 +1,6 @@
 """Does RL improve the agent? The learning recipe end to end, against a control whose reward is shuffled.
 
-    python benchmarks/learning.py --out learning.json [--seeds 0 1 2] [--steps 24] [--override KEY=VALUE ...]
+    python benchmarks/learning.py --out learning.json [--seeds 0 1 2] [--steps N] [--override KEY=VALUE ...]
 
 For each seed, from a clean cache (a fresh ``GYRE_CACHE``, unless ``--cache`` names one): builds the small
 model, records demonstrations of the learn suite and trains the supervised warm start, then runs
@@ -29,6 +29,13 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+def recipe_steps() -> int:
+    """The recipe's own RL steps (``trainer.total_steps`` of conf/recipe/learn.yaml)."""
+    import yaml
+
+    return int(yaml.safe_load((ROOT / "conf/recipe/learn.yaml").read_text())["trainer"]["total_steps"])
 
 
 def run_job(run_dir: Path, seed: int, steps: int, cache: Path, extra: list[str], log: Path) -> float:
@@ -102,18 +109,19 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, default=None, help="write the JSON here")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0])
-    parser.add_argument("--steps", type=int, default=24, help="RL steps of each run")
+    parser.add_argument("--steps", type=int, default=None, help="RL steps of each run (default: the recipe's)")
     parser.add_argument("--cache", type=Path, default=None, help="reuse this GYRE_CACHE instead of a clean one")
     parser.add_argument("--work", type=Path, default=None, help="keep the runs here (default: a temporary folder)")
     parser.add_argument("--override", nargs="*", default=[], metavar="KEY=VALUE",
                         help="extra Hydra overrides of every run (e.g. env.path=... for a smaller suite)")
     args = parser.parse_args()
+    steps = args.steps or recipe_steps()
     results = []
     for seed in args.seeds:
         work = (args.work or Path(tempfile.mkdtemp(prefix="gyre-learning-"))) / f"seed{seed}"
         work.mkdir(parents=True, exist_ok=True)
         print(f"seed {seed}: runs in {work}", flush=True)
-        result = one_seed(seed, args.steps, work, args.cache, args.override)
+        result = one_seed(seed, steps, work, args.cache, args.override)
         results.append(result)
         print(f"seed {seed}: held-out pass rate {result['val_pass_rate_before']:.3f} -> {result['val_pass_rate_after']:.3f} "
               f"(gain {result['gain']:+.3f}); control {result['control_pass_rate_before']:.3f} -> "

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # The learning run on a CPU laptop, step by step: demonstrations -> SFT -> RL -> evaluation before and after.
-# Usage: bash examples/learning_on_cpu/run.sh [OUT_DIR]   (about 30 minutes on 2 cores)
-# Knobs (environment): SFT_STEPS (1600), TRAIN and HELDOUT (the learn suite's task folders), RL_ARGS (extra
+# Usage: bash examples/learning_on_cpu/run.sh [OUT_DIR]   (about 25 minutes on 2 cores)
+# Knobs (environment): SFT_STEPS (1200), TRAIN and HELDOUT (the learn suite's task folders), RL_ARGS (extra
 # overrides of the RL run, e.g. RL_ARGS="trainer.total_steps=8").
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${1:-runs/example_learning}
-SFT_STEPS=${SFT_STEPS:-1600}
+SFT_STEPS=${SFT_STEPS:-1200}
 TRAIN=${TRAIN:-recipes/learn/tasks/train}
 HELDOUT=${HELDOUT:-recipes/learn/tasks/heldout}
 RL_ARGS=${RL_ARGS:-}
