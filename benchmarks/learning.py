@@ -90,11 +90,11 @@ def plot(results: list[dict], path: Path) -> None:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(7, 4))
-    for result in results:
+    for index, result in enumerate(results):  # one colour per seed: RL solid, its control dashed
         for name, style in (("rl", "-"), ("control", "--")):
             curve = result["curve"][name]
             label = f"{'RL' if name == 'rl' else 'control (shuffled reward)'}, seed {result['seed']}"
-            ax.plot(list(curve), list(curve.values()), style, marker="o", markersize=3, label=label)
+            ax.plot(list(curve), list(curve.values()), style, color=f"C{index}", marker="o", markersize=3, label=label)
     ax.set_xlabel("RL step")
     ax.set_ylabel("held-out pass rate")
     ax.set_title("learn suite: held-out pass rate")
