@@ -115,7 +115,7 @@ def main() -> None:
     parser.add_argument("--override", nargs="*", default=[], metavar="KEY=VALUE",
                         help="extra Hydra overrides of every run (e.g. env.path=... for a smaller suite)")
     args = parser.parse_args()
-    steps = args.steps or recipe_steps()
+    steps = recipe_steps() if args.steps is None else args.steps
     results = []
     for seed in args.seeds:
         work = (args.work or Path(tempfile.mkdtemp(prefix="gyre-learning-"))) / f"seed{seed}"

@@ -16,6 +16,7 @@ from gyre.envs.sandbox import Sandbox
 from gyre.envs.task import DOMAINS
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
+KEYS = ("domain", "path", "val_path", "loader", "sandbox", "eval_retries")
 
 
 def project_path(path: str | Path) -> Path:
@@ -23,7 +24,6 @@ def project_path(path: str | Path) -> Path:
     cwd, and recipes name their files relative to the repository)."""
     given = Path(path)
     return given if given.is_absolute() or given.exists() else PROJECT_ROOT / given
-KEYS = ("domain", "path", "val_path", "loader", "sandbox", "eval_retries")
 
 
 def _plain(value: Any) -> Any:
