@@ -8,7 +8,10 @@
   follow the outstanding work ``w``: every satellite the rule allows moves in one decision, to training
   while the remaining rollout capacity still covers ``w`` (``w <= C_R - C_e`` per cell moved), back to
   rollout when it does not (``w > C_R``). Cells stay where they are across steps while the rule holds, and
-  a cell that joined a step is not sent back before it ends (hysteresis). Once the rate at which executions
+  a cell that joined a step is not sent back before its compute ends (hysteresis; in the step's tail, the
+  optimizer step and weight sync, satellites have nothing left to do and go back as in the wait). Where
+  cells serve fewer sessions at full speed than at full capacity, packing sessions for a joiner is only
+  done for a cell that trains at least its join time; cells rollout can spare at full speed join freely. Once the rate at which executions
   become trainable is measured, moves are timed against the wait for the next batch: a cell goes back to
   rollout only if it can return before the batch is ready, and the step's trainers move one join time ahead
   of it. Executions are never interrupted: the router moves their sessions. Details in ``ElasticPolicy``.
@@ -184,6 +187,8 @@ class RolloutPool:
     serving_fast: int = 0
     heading: int = 0
     heading_fast: int = 0
+    serving_cells: int = 0
+    heading_cells: int = 0  # cells serving or on their way back to rollout
     incoming: bool = False  # cells are on their way back to rollout
     trainers: int = 0  # cells training or on their way to it
 
@@ -196,9 +201,12 @@ class RolloutPool:
             elif cell.role == Role.ROLLOUT:
                 pool.serving += cell.capacity
                 pool.serving_fast += cell.fast
+                pool.serving_cells += 1
+                pool.heading_cells += 1
             elif cell.role == Role.SWITCHING and cell.switching_to == Role.ROLLOUT:
                 pool.heading += cell.capacity
                 pool.heading_fast += cell.fast
+                pool.heading_cells += 1
                 pool.incoming = True
             elif cell.role in (Role.TRAIN, Role.SWITCHING):
                 pool.trainers += 1
@@ -258,8 +266,17 @@ class ElasticPolicy(Policy):
         return running + min(self.dispatch_budget(state), room)
 
     def phase(self, state: SchedulerState) -> int:
-        """Step k's wait for a batch is phase 2k; from its batch being ready to its end, 2k + 1."""
+        """Step k's wait for a batch is phase 2k; from its batch being ready to the end of its compute,
+        2k + 1; its tail (``in_tail``) already belongs to the next wait, 2k + 2."""
+        if self.in_tail(state):
+            return 2 * state.steps_done + 2
         return 2 * state.steps_done + (1 if state.training or self.batch_ready(state) else 0)
+
+    @staticmethod
+    def in_tail(state: SchedulerState) -> bool:
+        """The running step has computed its whole batch: only the core's optimizer step and the weight sync
+        are left, so its satellites have nothing more to do in it."""
+        return state.training and state.train_left_s == 0 and state.step_waiting == 0
 
     def wait_left_s(self, state: SchedulerState) -> float | None:
         """Seconds until the next batch is ready at the recent rate (None until the observer measures one)."""
@@ -285,34 +302,77 @@ class ElasticPolicy(Policy):
         work = self.outstanding(state)
         joining: list[CellView] = []
         returning: list[CellView] = []
-        if stepping and work > pool.heading:
+        if self.in_tail(state):
+            # The satellites' part of the step is done: they go back as in the wait for the next batch
+            # (the core stays for the optimizer step), so the next batch's dispatch finds them serving.
+            if self._round_trip_fits(state, self.wait_left_s(state)):
+                returning = self._spreading(state, pool, work, core_too=False)
+        elif stepping and work > pool.heading:
             returning = self._returning(state, work - pool.heading, core_too=False, fast=False)
         elif stepping:
-            joining = self._limit(self._joining(state, pool.heading - work), self._useful_joiners(state, pool.trainers))
+            joining = self._step_joiners(state, pool, work)
         elif early:
             # The batch is within a join time: the step's trainers move now. Rollout keeps what the running
             # executions need (the look-ahead shrinks to one batch once the step starts).
-            spare = pool.heading - self.running(state)
-            joining = self._limit(self._joining(state, spare), self._useful_joiners(state, pool.trainers, in_place=True))
+            joining = self._step_joiners(state, pool, self.running(state), in_place=True)
         elif self._round_trip_fits(state, wait_left):
-            if work > pool.heading:
-                returning = self._returning(state, work - pool.heading, core_too=True, fast=False)
-            elif work > pool.heading_fast and self.trainable(state) < self.SPREAD_BELOW * self.cfg.batch_size:
-                returning = self._returning(state, work - pool.heading_fast, core_too=True, fast=True)
+            returning = self._spreading(state, pool, work, core_too=True)
         actions += self._move(([core] if core_joins else []) + joining, Role.TRAIN, state)
         actions += self._move(returning, Role.ROLLOUT, state)
 
-        serving = pool.serving - sum(cell.capacity for cell in joining)
-        serving_fast = pool.serving_fast - sum(cell.fast for cell in joining)
-        room = serving_fast if pool.incoming or returning else serving
-        count = min(self.dispatch_budget(state), max(0, room - self.running(state)))
+        count = self._dispatch_now(state, pool, joining, returning)
         if count:
             actions.append(Dispatch(count))
         return actions
 
-    @staticmethod
-    def _limit(cells: list[CellView], most: int | None) -> list[CellView]:
-        return cells if most is None else cells[:most]
+    def _dispatch_now(self, state: SchedulerState, pool: RolloutPool, joining: list[CellView],
+                      returning: list[CellView]) -> int:
+        """Executions to start now. While cells are on their way back to rollout, the serving cells take
+        their share of what every cell will hold once those land (at least what they serve at full speed):
+        sessions stay on the cell they start on, so filling the few serving cells now would leave them
+        packed while the returning ones sit nearly empty."""
+        budget, running = self.dispatch_budget(state), self.running(state)
+        serving = pool.serving - sum(cell.capacity for cell in joining)
+        if not (pool.incoming or returning):
+            return min(budget, max(0, serving - running))
+        serving_cells = pool.serving_cells - len(joining)
+        cells_after = pool.heading_cells - len(joining) + len(returning)
+        capacity_after = pool.heading - sum(cell.capacity for cell in joining) + sum(cell.capacity for cell in returning)
+        total = running + min(budget, max(0, capacity_after - running))
+        share = total * serving_cells // max(1, cells_after)
+        room = min(serving, max(pool.serving_fast - sum(cell.fast for cell in joining), share))
+        return min(budget, max(0, room - running))
+
+    def _spreading(self, state: SchedulerState, pool: RolloutPool, work: int, core_too: bool) -> list[CellView]:
+        """Training cells with nothing to do that go back to rollout: as many as ``w`` needs at full capacity,
+        or, while the next batch is not near, as many as spread the sessions one per cell (every session a
+        cell holds beyond one slows the others down)."""
+        if work > pool.heading:
+            return self._returning(state, work - pool.heading, core_too=core_too, fast=False)
+        if work > pool.heading_cells and self.trainable(state) < self.SPREAD_BELOW * self.cfg.batch_size:
+            return self._returning(state, work - pool.heading_cells, core_too=core_too, fast=True, per_cell=1)
+        return []
+
+    def _step_joiners(self, state: SchedulerState, pool: RolloutPool, work: int, in_place: bool = False) -> list[CellView]:
+        """Satellites that join the step: those whose sessions the other rollout cells can take at full
+        capacity, as many as each compute at least its join time (``_useful_joiners``), or, if more, those
+        whose sessions the other cells can take at full speed (``CellView.fast``), as long as the step's
+        compute outlasts a join. Packing sessions to full capacity buys training cells at the cost of
+        slower executions, worth it only for a cell that trains long enough; a cell that rollout does not
+        need at all costs nothing and shortens the step (a small batch on a large cluster)."""
+        useful = self._useful_joiners(state, pool.trainers, in_place)
+        packed = self._joining(state, pool.heading - work, fast=False)
+        if not any(cell.fast < cell.capacity for cell in state.cells):
+            return packed if useful is None else packed[:useful]  # no session slows down when packed
+        if state.train_left_s is None:
+            packed = []  # a step of unknown size (the first) is not worth slowing its batch's last executions
+        elif useful is not None:
+            packed = packed[:useful]
+        free = self._joining(state, pool.heading_fast - work, fast=True)
+        if state.train_left_s is not None and state.join_s and not in_place \
+                and state.train_left_s <= state.join_s * max(1, pool.trainers):
+            free = []
+        return free if len(free) > len(packed) else packed
 
     @staticmethod
     def _round_trip_fits(state: SchedulerState, wait_left: float | None) -> bool:
@@ -342,9 +402,10 @@ class ElasticPolicy(Policy):
             self._moved[cell.id] = (phase, to)
         return [SwitchCell(cell.id, to) for cell in cells]
 
-    def _returning(self, state: SchedulerState, missing: int, core_too: bool, fast: bool) -> list[CellView]:
+    def _returning(self, state: SchedulerState, missing: int, core_too: bool, fast: bool,
+                   per_cell: int | None = None) -> list[CellView]:
         """Cells in training that go back to serve ``missing`` more executions (at full speed if ``fast``,
-        else at full capacity): satellites last-first, then the core."""
+        else at full capacity; ``per_cell`` each if given): satellites last-first, then the core."""
         phase, chosen = self.phase(state), []
         satellites = [cell for cell in reversed(state.cells) if not cell.is_core]
         for cell in [*satellites, state.core] if core_too else satellites:
@@ -352,19 +413,21 @@ class ElasticPolicy(Policy):
                 break
             if cell.role == Role.TRAIN and not self._joined_in(cell, phase):
                 chosen.append(cell)
-                missing -= cell.fast if fast else cell.capacity
+                missing -= per_cell or (cell.fast if fast else cell.capacity)
         return chosen
 
-    def _joining(self, state: SchedulerState, spare: int) -> list[CellView]:
-        """Satellites whose whole capacity the outstanding work does not need (last-first)."""
+    def _joining(self, state: SchedulerState, spare: int, fast: bool = False) -> list[CellView]:
+        """Satellites whose whole capacity (at full speed if ``fast``) the outstanding work does not need
+        (last-first)."""
         chosen: list[CellView] = []
         for cell in reversed(state.cells):
             if cell.is_core or cell.role != Role.ROLLOUT:
                 continue
-            if cell.capacity > spare:
+            size = cell.fast if fast else cell.capacity
+            if size > spare:
                 break
             chosen.append(cell)
-            spare -= cell.capacity
+            spare -= size
         return chosen
 
 

@@ -132,6 +132,38 @@ def test_elastic_joins_no_more_satellites_than_the_step_has_work_for():
     assert not switches(p.decide(state(roles, running=3, training=True, train_left_s=15.0, join_s=10.0)))
 
 
+def test_elastic_joins_cells_rollout_does_not_need_even_for_a_short_step():
+    # cells hold 8 sessions but serve 2 at full speed; w = 4 running + 4 ahead = 8
+    roles = [T, R, R, R, R, R, R, R]
+    short = dict(capacity=8, fast=2, running=4, training=True, join_s=10.0)
+    # 12 s of compute: packing sessions for it is not worth a join (12 / 10 - 2 < 0), but three satellites
+    # leave the other four cells at 2 sessions each, so they join (and arrive before the compute ends)
+    assert switches(policy("elastic").decide(state(roles, train_left_s=12.0, **short)), T) == \
+        [SwitchCell(f"c{i}", T) for i in (7, 6, 5)]
+    # 8 s left on one trainer: a joiner would arrive after it ended
+    assert not switches(policy("elastic").decide(state(roles, train_left_s=8.0, **short)))
+
+
+def test_elastic_does_not_pack_sessions_for_a_first_step_of_unknown_size():
+    roles = [R] * 8
+    # a batch is ready, no step measured yet: the core joins and the satellites rollout can spare at full
+    # speed (w = 8 on 7 cells of 2), not all that full capacity would allow
+    actions = policy("elastic").decide(state(roles, capacity=8, fast=2, running=4, ready=8))
+    assert switches(actions, T) == [SwitchCell(c, T) for c in ("c0", "c7", "c6", "c5")]
+    # where full speed and full capacity are the same, as before: every satellite that capacity allows
+    assert len(switches(policy("elastic").decide(state(roles, capacity=8, running=4, ready=8)), T)) == 7
+
+
+def test_elastic_satellites_go_back_once_the_steps_compute_is_done():
+    roles = [T, T, T, R]
+    # only the optimizer step and the weight sync are left: the satellites spread the sessions, the core stays
+    tail = policy("elastic").decide(state(roles, capacity=8, fast=2, running=6, training=True, train_left_s=0.0))
+    assert switches(tail, R) == [SwitchCell("c2", R), SwitchCell("c1", R)]
+    # while there is compute left they stay
+    assert not switches(policy("elastic").decide(state(roles, capacity=8, fast=2, running=6, training=True,
+                                                         train_left_s=5.0)))
+
+
 def test_elastic_satellites_stay_in_training_across_steps_while_the_rule_holds():
     p = policy("elastic", max_staleness=1)
     # step 1 ended (version 1); the next batch is ready; w = 8 fits the two rollout cells: nobody goes back
