@@ -11,8 +11,8 @@
   a cell that joined a step is not sent back before its compute ends (hysteresis; in the step's tail, the
   optimizer step and weight sync, satellites have nothing left to do and go back as in the wait). Where
   cells serve fewer sessions at full speed than at full capacity, packing sessions for a joiner is only
-  done for a cell that trains at least its join time; cells rollout can spare at full speed join freely. Once the rate at which executions
-  become trainable is measured, moves are timed against the wait for the next batch: a cell goes back to
+  done for a cell that trains at least its join time; cells rollout can spare at full speed join freely.
+  Once the rate at which executions become trainable is measured, moves are timed against the wait for the next batch: a cell goes back to
   rollout only if it can return before the batch is ready, and the step's trainers move one join time ahead
   of it. Executions are never interrupted: the router moves their sessions. Details in ``ElasticPolicy``.
 
@@ -226,12 +226,15 @@ class ElasticPolicy(Policy):
     - Step phase (a batch is ready or a step runs): the core trains. Every satellite that rollout can
       spare joins at once, while the cells left serving still hold ``w`` at full capacity. When the
       observer measures the step's remaining work and the join time (``train_left_s``, ``join_s``), a
-      satellite joins only if it will compute at least as long as its switch and weight pull took.
+      satellite joins only if it will compute at least as long as its switch and weight pull took; where
+      cells serve fewer sessions at full speed (``CellView.fast``) than at full capacity, satellites
+      that rollout can spare at full speed join as well, while the step's compute outlasts a join
+      (``_step_joiners``). Once the step's compute is done (its tail), satellites act as in the wait.
     - Wait phase (no batch ready, no step): training cells have nothing to do. While the serving cells
-      are loaded beyond the sessions they serve at full speed (``CellView.fast``) and the next batch is
-      not near (less than half of it ready), they go back to rollout, satellites first: new executions
-      then run faster. While cells are on their way back, only what the serving cells hold at full speed
-      is dispatched; the rest waits for them.
+      hold more than one session each and the next batch is not near (less than half of it ready), they
+      go back to rollout, satellites first: new executions then run faster. While cells are on their
+      way back, the serving cells take only their share of the dispatch; the rest waits for the
+      returning cells (``_dispatch_now``).
 
     Timing, once the observer measures how fast executions become trainable (``ready_rate``): the wait
     left is what the batch still lacks over that rate. A cell goes back only while that wait covers its
@@ -308,7 +311,7 @@ class ElasticPolicy(Policy):
             if self._round_trip_fits(state, self.wait_left_s(state)):
                 returning = self._spreading(state, pool, work, core_too=False)
         elif stepping and work > pool.heading:
-            returning = self._returning(state, work - pool.heading, core_too=False, fast=False)
+            returning = self._returning(state, work - pool.heading, core_too=False)
         elif stepping:
             joining = self._step_joiners(state, pool, work)
         elif early:
@@ -348,9 +351,9 @@ class ElasticPolicy(Policy):
         or, while the next batch is not near, as many as spread the sessions one per cell (every session a
         cell holds beyond one slows the others down)."""
         if work > pool.heading:
-            return self._returning(state, work - pool.heading, core_too=core_too, fast=False)
+            return self._returning(state, work - pool.heading, core_too=core_too)
         if work > pool.heading_cells and self.trainable(state) < self.SPREAD_BELOW * self.cfg.batch_size:
-            return self._returning(state, work - pool.heading_cells, core_too=core_too, fast=True, per_cell=1)
+            return self._returning(state, work - pool.heading_cells, core_too=core_too, per_cell=1)
         return []
 
     def _step_joiners(self, state: SchedulerState, pool: RolloutPool, work: int, in_place: bool = False) -> list[CellView]:
@@ -402,10 +405,10 @@ class ElasticPolicy(Policy):
             self._moved[cell.id] = (phase, to)
         return [SwitchCell(cell.id, to) for cell in cells]
 
-    def _returning(self, state: SchedulerState, missing: int, core_too: bool, fast: bool,
+    def _returning(self, state: SchedulerState, missing: int, core_too: bool,
                    per_cell: int | None = None) -> list[CellView]:
-        """Cells in training that go back to serve ``missing`` more executions (at full speed if ``fast``,
-        else at full capacity; ``per_cell`` each if given): satellites last-first, then the core."""
+        """Cells in training that go back to serve ``missing`` more executions (``per_cell`` each if given,
+        else at full capacity): satellites last-first, then the core."""
         phase, chosen = self.phase(state), []
         satellites = [cell for cell in reversed(state.cells) if not cell.is_core]
         for cell in [*satellites, state.core] if core_too else satellites:
@@ -413,7 +416,7 @@ class ElasticPolicy(Policy):
                 break
             if cell.role == Role.TRAIN and not self._joined_in(cell, phase):
                 chosen.append(cell)
-                missing -= per_cell or (cell.fast if fast else cell.capacity)
+                missing -= per_cell or cell.capacity
         return chosen
 
     def _joining(self, state: SchedulerState, spare: int, fast: bool = False) -> list[CellView]:
