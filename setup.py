@@ -23,7 +23,7 @@ setup(
         # The SDKs and the HTTP client are the tests' (and benchmarks/reliability.py's) clients of the proxy;
         # gyre itself speaks HTTP with the standard library (the reference agent) and FastAPI/uvicorn.
         "test": [
-            "pytest>=8", "pytest-timeout>=2.3", "openai>=1.50", "anthropic>=0.40", "httpx>=0.27",
+            "pytest>=8", "pytest-timeout>=2.3", "pytest-xdist>=3.6", "openai>=1.50", "anthropic>=0.40", "httpx>=0.27",
             "aiohttp>=3.9",  # benchmarks/proxy_overhead.py's load generator
             "mini-swe-agent>=2.4",
         ],

@@ -23,6 +23,9 @@ from typing import Callable
 
 import pytest
 
+# Later commands take what earlier ones produced (a trained run, a sweep): under pytest-xdist they stay on one worker.
+pytestmark = pytest.mark.xdist_group("documented_commands")
+
 ROOT = Path(__file__).resolve().parents[1]
 DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "examples").glob("*/README.md"))]
 PYTHON = sys.executable
@@ -219,7 +222,9 @@ def test_documented_command_runs(command, workspace):
     invocation = SMALLEST[command](command, workspace)
     if invocation.gpu:
         pytest.skip("a GPU-cluster command (vLLM, NCCL): run on a GPU machine")
-    env = {**os.environ, "RAY_AUTH_MODE": "disabled", "WANDB_MODE": "offline", **invocation.env}
+    # The scripts call ``python``: it must be this interpreter (its venv), activated or not.
+    path = os.pathsep.join([str(Path(PYTHON).parent), os.environ.get("PATH", "")])
+    env = {**os.environ, "PATH": path, "RAY_AUTH_MODE": "disabled", "WANDB_MODE": "offline", **invocation.env}
     done = subprocess.run(invocation.argv, cwd=ROOT, env=env, capture_output=True, text=True,
                           timeout=invocation.timeout)
     assert done.returncode == 0, (f"{shlex.join(invocation.argv)} exited {done.returncode}\n"

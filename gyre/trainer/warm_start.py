@@ -19,6 +19,8 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from filelock import FileLock
+
 from gyre.config import build, to_plain
 from gyre.envs.config import project_path
 from gyre.trainer.sft import SFTConfig, SFTTrainer
@@ -116,13 +118,16 @@ def warm_start(cfg: Any, run_dir: Path) -> str:
     section = cfg.warm_start
     folder = cache_root() / "warm_start" / warm_start_key(cfg)
     final = folder / "checkpoints" / "latest"
-    if not (folder / "done.json").is_file():
-        log.info("warm start: demonstrations + supervised training into %s", folder)
-        shutil.rmtree(folder, ignore_errors=True)
-        checkpoint = supervised_run(cfg, section.sft, folder, demonstrations=int(section.demonstrations))
-        (folder / "done.json").write_text(json.dumps({"checkpoint": str(checkpoint)}))
-    else:
-        log.info("warm start: reusing %s", final.resolve())
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    # Two runs that start together (a sweep, parallel tests) build it once: the second waits for the first.
+    with FileLock(f"{folder}.lock"):
+        if not (folder / "done.json").is_file():
+            log.info("warm start: demonstrations + supervised training into %s", folder)
+            shutil.rmtree(folder, ignore_errors=True)
+            checkpoint = supervised_run(cfg, section.sft, folder, demonstrations=int(section.demonstrations))
+            (folder / "done.json").write_text(json.dumps({"checkpoint": str(checkpoint)}))
+        else:
+            log.info("warm start: reusing %s", final.resolve())
     for name in ("sft_loss.png", "demonstrations/demonstrations.json"):
         if (folder / name).is_file():
             shutil.copy(folder / name, run_dir / Path(name).name)
