@@ -21,6 +21,9 @@ trained executions over that of all it dispatched. ``--out FILE`` writes a flat 
 scenario S, ``S.vs_colocate``, ``S.vs_async_best``, ``S.vs_ideal``, ``S.length_bias`` and a few more
 (``S.vs_async_planned``: against async at the split planned from the work ratio, without a sweep;
 per-step speedups, async's best split, every policy's ``vs_ideal``), plus ``targets.*`` (the checks below).
+``S.elastic_rollout_idle`` is elastic's unused rollout throughput and ``S.elastic_rollout_idle_capped`` the part
+of it while the look-ahead (``max_staleness`` batches beyond the one being generated) allowed no dispatch at
+all: throughput that no policy under the same staleness bound could have used for rollout.
 """
 
 from __future__ import annotations
@@ -155,6 +158,9 @@ def targets(rows: dict[str, dict[str, Any]]) -> dict[str, Any]:
     if scale:
         out["min_vs_async_best_at_128_512"] = min(r["vs_async_best"] for r in scale.values())
         out["faster_than_async_1.3x_at_128_512"] = all(r["vs_async_best"] >= 1.3 for r in scale.values())
+        # How much of elastic's idle rollout there the look-ahead forced (no dispatch allowed), worst scenario.
+        out["min_capped_share_of_elastic_rollout_idle_at_128_512"] = min(
+            r["elastic_rollout_idle_capped"] / r["elastic_rollout_idle"] for r in scale.values() if r["elastic_rollout_idle"])
     if keep:
         out["min_length_bias_default_policy"] = min(r["length_bias"] for r in keep.values())
         out["length_bias_at_least_0.9"] = all(r["length_bias"] >= 0.9 for r in keep.values())
@@ -164,13 +170,13 @@ def targets(rows: dict[str, dict[str, Any]]) -> dict[str, Any]:
 def table(rows: dict[str, dict[str, Any]]) -> Table:
     out = Table(title="elastic on equal work (trained work per hour), simulated (gyre/sim)")
     for header in ("scenario", "cells", "batch", "vs colocate", "vs async best (split)", "vs ideal", "length bias",
-                   "per step vs colocate", "per step vs async", "switches", "host s"):
+                   "per step vs colocate", "per step vs async", "rollout idle (capped)", "switches", "host s"):
         out.add_column(header, justify="left" if header == "scenario" else "right")
     for name, r in rows.items():
         out.add_row(name, str(r["cells"]), str(r["batch_size"]), f"{r['vs_colocate']:.2f}x",
                     f"{r['vs_async_best']:.2f}x ({r['async_best_split']:g})", f"{r['vs_ideal']:.2f}",
                     f"{r['length_bias']:.2f}", f"{r['per_step_vs_colocate']:.2f}x", f"{r['per_step_vs_async_best']:.2f}x",
-                    f"{r['elastic_switches']:g}", f"{r['seconds']:.0f}")
+                    f"{r['elastic_rollout_idle']:.2f} ({r['elastic_rollout_idle_capped']:.2f})", f"{r['elastic_switches']:g}", f"{r['seconds']:.0f}")
     return out
 
 
@@ -207,7 +213,8 @@ def main() -> dict[str, Any]:
     for name, r in rows.items():
         for key in ("vs_colocate", "vs_async_best", "vs_async_planned", "vs_ideal", "length_bias", "length_bias_all", "per_step_vs_colocate",
                     "per_step_vs_async_best", "async_best_split", "colocate_vs_ideal", "async_vs_ideal", "max_vs_ideal",
-                    "async_length_bias", "elastic_switches", "elastic_aborted", "cells", "batch_size", "stream_from",
+                    "async_length_bias", "elastic_switches", "elastic_aborted", "elastic_rollout_idle",
+                    "elastic_rollout_idle_capped", "async_rollout_idle", "async_train_idle", "cells", "batch_size", "stream_from",
                     *(f"{k}_{end}" for k in SPREAD for end in ("min", "max"))):
             flat[f"{name}.{key}"] = r[key]
     flat.update({f"targets.{k}": v for k, v in checks.items()})

@@ -136,10 +136,15 @@ class ColocatePolicy(Policy):
         switches = self.switch_all(list(state.cells), Role.ROLLOUT)
         if switches:
             return switches
-        need = batch - state.running - state.ready
+        need = self.dispatch_budget(state)
+        return [Dispatch(need)] if need > 0 else []
+
+    def dispatch_budget(self, state: SchedulerState) -> int:
+        """What the step's batch still lacks: colocate never dispatches ahead of it."""
+        need = self.cfg.batch_size - state.running - state.ready
         if state.executions_left is not None:
             need = min(need, state.executions_left)
-        return [Dispatch(need)] if need > 0 else []
+        return max(0, need)
 
 
 class AsyncPolicy(Policy):

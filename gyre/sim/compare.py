@@ -93,6 +93,9 @@ class Comparison:
             "colocate_length_bias": c.length_bias, "async_length_bias": a.length_bias,
             "elastic_switches": e.switches, "elastic_aborted": e.aborted, "elastic_dropped": e.dropped,
             "elastic_staleness_mean": e.staleness_mean,
+            # elastic's unused rollout throughput, and the part of it while the look-ahead allowed no dispatch
+            "elastic_rollout_idle": e.rollout_idle, "elastic_rollout_idle_capped": e.rollout_idle_capped,
+            "async_rollout_idle": a.rollout_idle, "async_train_idle": a.train_idle,
             "host_s": sum(r.sim_seconds for r in [c, e, *self.async_tried.values()]),
         }
 

@@ -135,12 +135,13 @@ class Simulator:
         for cell in np.flatnonzero(self.pool.n):
             self.pool.advance(int(cell), wall)  # bring every live session's accounting up to the wall
         at_wall = self.ledger.snapshot()
+        capped_at_wall = self.ledger.rollout_idle_capped
         cell_s_at_wall = self.table.cell_s[: self.table.size].copy()
         live_at_end = self.pool.live
         ready_at_end = len(self.ready)
         if self.root.sim.drain:
             self._drain()
-        return self._result(wall, at_wall, cell_s_at_wall, live_at_end, ready_at_end,
+        return self._result(wall, at_wall, capped_at_wall, cell_s_at_wall, live_at_end, ready_at_end,
                             time.perf_counter() - started)
 
     # Clock and events ----------------------------------------------------------------------------------
@@ -170,7 +171,11 @@ class Simulator:
         if when < self.now - self._tol():
             raise SimulationError(f"event at t={when} is before the clock t={self.now}")
         when = max(when, self.now)
-        self.ledger.integrate(when - self.now, self._counts())
+        counts = self._counts()
+        # Idle rollout throughput while nothing may be dispatched: the look-ahead bound, not the policy.
+        capped = (when > self.now and counts.serving > counts.rollout_busy
+                  and self.policy.dispatch_budget(self._observe()) == 0)
+        self.ledger.integrate(when - self.now, counts, capped)
         self.now = when
 
     def _handle_next_instant(self) -> None:
@@ -535,8 +540,8 @@ class Simulator:
                 "length_bias_all": float(mean_trained / nominal.mean()) if n else float("nan"),
                 "ideal_time_s": trained_work / self.root.sim.cells}
 
-    def _result(self, wall: float, at_wall: dict[str, float], cell_s: np.ndarray, live_at_end: int,
-                ready_at_end: int, host_s: float) -> SimResult:
+    def _result(self, wall: float, at_wall: dict[str, float], capped_at_wall: float, cell_s: np.ndarray,
+                live_at_end: int, ready_at_end: int, host_s: float) -> SimResult:
         t = self.table
         n = t.size
         trained = np.asarray(self.trained_ids, dtype=np.int64)
@@ -554,6 +559,7 @@ class Simulator:
             dispatched=self.dispatched, finished=self.finished, trained=len(self.trained_ids),
             dropped=len(self.dropped_ids), aborted=len(self.aborted_ids), timed_out=int(t.timed_out[:n].sum()),
             live_at_end=live_at_end, ready_at_end=ready_at_end, wasted_rollout_cell_s=float(cell_s[mask].sum()),
+            rollout_idle_capped_cell_s=capped_at_wall,
             trained_rollout_cell_s=float(cell_s[trained].sum()),
             dropped_rollout_cell_s=float(cell_s[np.asarray(self.dropped_ids, dtype=np.int64)].sum()), train_flops=self.train_flops,
             migrations=self.pool.migrations, migration_s=self.pool.migration_s, step_end_s=self.step_end,

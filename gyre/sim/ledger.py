@@ -41,13 +41,18 @@ class Ledger:
     elapsed: float = 0.0
     roles: list[tuple[float, int, str]] = field(default_factory=list)  # (time, cell, role) on every change
     samples: list[tuple[float, int, int, int]] = field(default_factory=list)  # (time, live, ready, train cells)
+    # The part of rollout_idle while the policy could dispatch nothing (the look-ahead full, or the run's
+    # executions all out): throughput no schedule under the same max_staleness could have used for rollout.
+    rollout_idle_capped: float = 0.0
 
-    def integrate(self, dt: float, counts: Counts) -> None:
+    def integrate(self, dt: float, counts: Counts, capped: bool = False) -> None:
         if dt <= 0:
             return
         c = self.cell_s
         c["rollout_busy"] += counts.rollout_busy * dt
         c["rollout_idle"] += (counts.serving - counts.rollout_busy) * dt
+        if capped:
+            self.rollout_idle_capped += (counts.serving - counts.rollout_busy) * dt
         c["train_compute"] += counts.train_compute * dt
         c["train_overhead"] += counts.train_overhead * dt
         c["train_idle"] += (counts.train - counts.train_compute - counts.train_overhead) * dt

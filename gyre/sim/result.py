@@ -53,6 +53,7 @@ class SimResult:
     wasted_rollout_cell_s: float  # rollout work of executions that were dropped or never trained
     trained_rollout_cell_s: float  # rollout work (as used) of the executions that were trained
     dropped_rollout_cell_s: float  # rollout work of executions dropped as too stale (part of the wasted work)
+    rollout_idle_capped_cell_s: float  # the part of cell_s["rollout_idle"] while nothing could be dispatched
     train_flops: float
     migrations: int
     migration_s: float
@@ -99,6 +100,13 @@ class SimResult:
         return self.cell_s["rollout_idle"] / side if side else 0.0
 
     @property
+    def rollout_idle_capped(self) -> float:
+        """Unused rollout throughput while the look-ahead (``max_staleness``) allowed no dispatch, over the
+        same total as ``rollout_idle``: the share of it no policy under the same bound could have filled."""
+        side = self.cell_s["rollout_busy"] + self.cell_s["rollout_idle"]
+        return self.rollout_idle_capped_cell_s / side if side else 0.0
+
+    @property
     def train_idle(self) -> float:
         """Time training cells spend not computing (no step, weight pulls, step tail)."""
         side = self.cell_s["train_compute"] + self.cell_s["train_overhead"] + self.cell_s["train_idle"]
@@ -116,6 +124,7 @@ class SimResult:
             "mean_step_s": self.wall_time_s / self.steps, "steady_step_s": self.steady_step_s, "ideal_time_s": self.ideal_time_s,
             "vs_ideal": self.vs_ideal, "work_rate": self.work_rate, "length_bias": self.length_bias,
             "length_bias_all": self.length_bias_all, "gpu_idle": self.gpu_idle, "rollout_idle": self.rollout_idle,
+            "rollout_idle_capped": self.rollout_idle_capped,
             "train_idle": self.train_idle, "switching": self.fraction("switching"),
             "staleness_mean": self.staleness_mean, "staleness_max": self.staleness_max, "switches": self.switches,
             "dropped": self.dropped, "aborted": self.aborted, "trained": self.trained,

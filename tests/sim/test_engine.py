@@ -6,8 +6,10 @@ from collections import Counter
 
 import numpy as np
 import pytest
+from conftest import ZERO_VARIANCE
 
 from gyre.scheduler import (
+    ColocatePolicy,
     Dispatch,
     Policy,
     Role,
@@ -190,6 +192,40 @@ def test_a_decision_tick_barely_moves_the_results(small_heavy_tailed):
     for name, result in exact.items():
         assert ticked[name].wall_time_s == pytest.approx(result.wall_time_s, rel=0.03)
         assert ticked[name].decide_calls <= result.decide_calls
+
+
+class QuarterConcurrencyColocate(ColocatePolicy):
+    """Colocate that keeps at most a quarter of its batch running although its rule allows the whole batch."""
+
+    def decide(self, state):
+        room = self.cfg.batch_size // 4 - state.running
+        actions = []
+        for action in super().decide(state):
+            if isinstance(action, Dispatch):
+                action = Dispatch(min(action.count, room)) if room > 0 else None
+            if action is not None:
+                actions.append(action)
+        return actions
+
+
+def test_idle_rollout_is_capped_only_while_the_rule_allows_no_dispatch(small_heavy_tailed):
+    # 8 cells of 8 sessions and a batch of 8 at staleness 1: at most 16 executions in flight, so most of
+    # elastic's rollout throughput is idle, and nearly all of it because the look-ahead allows no more.
+    _, bound = _run("elastic", small_heavy_tailed + ["sim.steps=2", "scheduler.batch_size=8"])
+    assert bound.rollout_idle > 0.5
+    assert 0.9 * bound.rollout_idle <= bound.rollout_idle_capped <= bound.rollout_idle
+    # Equal executions run in four waves when a quarter of the batch runs at a time: only the last wave
+    # runs with the whole batch out, so about a quarter of the idle throughput is capped; plain colocate
+    # dispatches the batch at once and all its idle throughput is.
+    config = ["sim.cells=4", "sim.steps=2", "scheduler.batch_size=16", "sim.rollout.max_sessions=8", *ZERO_VARIANCE]
+    root = load_config(overrides=config)
+    world = World(root)
+    cfg = scheduler_config(root, "colocate", world)
+    quarter = Simulator(world, cfg, QuarterConcurrencyColocate(cfg)).run()
+    _, colocate = _run("colocate", config)
+    assert quarter.rollout_idle_capped == pytest.approx(quarter.rollout_idle / 4, rel=0.2)
+    assert colocate.rollout_idle > 0.3  # 16 executions on 32 sessions' worth of cells
+    assert colocate.rollout_idle_capped == pytest.approx(colocate.rollout_idle, rel=1e-6)
 
 
 def test_orphaned_sessions_pause_and_time_out_once_placed():
