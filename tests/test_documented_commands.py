@@ -23,9 +23,6 @@ from typing import Callable
 
 import pytest
 
-# Later commands take what earlier ones produced (a trained run, a sweep): under pytest-xdist they stay on one worker.
-pytestmark = pytest.mark.xdist_group("documented_commands")
-
 ROOT = Path(__file__).resolve().parents[1]
 DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "examples").glob("*/README.md"))]
 PYTHON = sys.executable
