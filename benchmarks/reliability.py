@@ -151,21 +151,30 @@ def job_processes(job: Job) -> list[int]:
     return sorted(found)
 
 
-def end_job(job: Job, grace_s: float = 15.0) -> list[str]:
-    """SIGKILL the driver only; wait for what it started to go; kill and name what is still there."""
+def end_job(job: Job, grace_s: float = 15.0, late_s: float = 60.0) -> tuple[list[str], list[str]]:
+    """SIGKILL the driver only; wait for what it started to go. Returns the command lines still running
+    ``grace_s`` after the kill and those still running ``late_s`` later (then killed here): on a loaded
+    machine Ray's workers can take longer than the grace to notice that their raylet is gone."""
     with contextlib.suppress(ProcessLookupError):
         job.process.send_signal(signal.SIGKILL)
     job.process.wait()
-    deadline = time.monotonic() + grace_s
-    while job_processes(job) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    left = job_processes(job)
-    names = []
-    for pid in left:
-        with contextlib.suppress(OSError):
-            names.append(Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")[:80])
+    at_grace = _wait_for_exit(job, grace_s)
+    late = _wait_for_exit(job, late_s) if at_grace else {}
+    for pid in job_processes(job):
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
+    return list(at_grace.values()), list(late.values())
+
+
+def _wait_for_exit(job: Job, seconds: float) -> dict[int, str]:
+    """pid -> command line of the job's processes still running after up to ``seconds``."""
+    deadline = time.monotonic() + seconds
+    while job_processes(job) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    names = {}
+    for pid in job_processes(job):
+        with contextlib.suppress(OSError):
+            names[pid] = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")[:160]
     return names
 
 
@@ -967,6 +976,7 @@ def kill_part(work: Path, kills: int, total_steps: int, seed: int, timeout_s: fl
     run_dir = work / "kill-run"
     snapshots: list[dict[str, str]] = []
     leftovers: list[str] = []
+    late_leftovers: list[str] = []
     done = 0
     points = []
     deadline = time.monotonic() + timeout_s
@@ -992,7 +1002,9 @@ def kill_part(work: Path, kills: int, total_steps: int, seed: int, timeout_s: fl
             break
         steps_before = _steps_done(run_dir)
         after = time.monotonic() - job.started
-        leftovers += end_job(job)
+        at_grace, late = end_job(job)
+        leftovers += at_grace
+        late_leftovers += late
         done += 1
         digests, _ = records_snapshot(run_dir)
         snapshots.append(digests)
@@ -1007,7 +1019,9 @@ def kill_part(work: Path, kills: int, total_steps: int, seed: int, timeout_s: fl
         finished, stderr = job.process.returncode == 0, job.log_tail()
     except subprocess.TimeoutExpired:
         finished, stderr = False, "final run timed out\n" + job.log_tail()
-    leftovers += end_job(job)
+    at_grace, late = end_job(job)
+    leftovers += at_grace
+    late_leftovers += late
     steps = []
     if (run_dir / "metrics.jsonl").exists():
         steps = [json.loads(line)["step"] for line in (run_dir / "metrics.jsonl").read_text().splitlines() if line.strip()]
@@ -1026,8 +1040,10 @@ def kill_part(work: Path, kills: int, total_steps: int, seed: int, timeout_s: fl
         "kill_final_steps_done": driver.get("steps_done"),
         "kill_final_version": driver.get("version"),
         "kill_records_at_end": len(final),
-        "kill_leftover_processes": len(leftovers),  # 15 s after a kill (then killed by this benchmark)
+        "kill_leftover_processes": len(leftovers),  # 15 s after a kill
         "kill_leftover_examples": sorted(set(leftovers))[:8],
+        "kill_late_leftover_processes": len(late_leftovers),  # 75 s after a kill (then killed by this benchmark)
+        "kill_late_leftover_examples": sorted(set(late_leftovers))[:8],
         "kill_points": points,
         "kill_final_stderr": "" if finished else stderr[-1500:],
     }

@@ -70,9 +70,30 @@ def server(tiny_model_path: str, tmp_path_factory: pytest.TempPathFactory) -> It
 
 @pytest.fixture
 def no_leftover_processes() -> Iterator[None]:
-    """Fails the test if it leaves any child process of this test process running."""
+    """Fails the test if it leaves a child process of this test process running.
+
+    Subtrees already running before the test (a Ray cluster or a server that another test file on the same
+    pytest-xdist worker started, whose workers come and go) are not the test's: they are left out."""
     from gyre.envs import proctree
 
+    me = os.getpid()
+    before = {pid: proctree.start_time(pid) for pid in proctree.descendants(me)}
     yield
-    left = [pid for pid in proctree.descendants(os.getpid()) if proctree.alive(pid)]
-    assert not left, f"processes left running after the test: {left}"
+    children = proctree.children_map(proctree.parent_map())
+    left, stack = [], list(children.get(me, ()))
+    while stack:
+        pid = stack.pop()
+        if pid in before and proctree.start_time(pid) == before[pid]:
+            continue  # running before the test, with all it starts
+        left.append(pid)
+        stack.extend(children.get(pid, ()))
+    left = [pid for pid in left if proctree.alive(pid)]
+    names = {pid: _command_line(pid) for pid in left}
+    assert not left, f"processes left running after the test: {names}"
+
+
+def _command_line(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")[:80]
+    except OSError:
+        return "?"

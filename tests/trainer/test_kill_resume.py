@@ -30,6 +30,14 @@ def test_driver_killed_twice_and_resumed(tmp_path) -> None:
     assert figures["steps_lost"] == figures["steps_repeated"] == figures["records_lost"] == 0, figures
     assert figures["kill_final_steps_done"] == figures["kill_final_version"] == 8
     assert figures["kill_records_at_end"] > 0
-    # 15 s after a kill nothing of the job runs but, when it is killed while Ray starts, Ray's own agents
-    # (they exit by themselves about a minute later): no driver, no sandboxed agent.
-    assert all(name.startswith(("ray::DashboardAgent", "ray::RuntimeEnvAgent")) for name in figures["kill_leftover_examples"]), figures
+    # 15 s after a kill nothing of the job runs but Ray's own processes (its workers notice a killed raylet
+    # late on a loaded machine): no driver, no sandboxed agent; a minute later at most Ray's agents, which
+    # exit by themselves a little after that when the job was killed while Ray started.
+    assert all(_is_rays(name) for name in figures["kill_leftover_examples"]), (
+        figures["kill_leftover_examples"], figures["kill_points"])
+    assert all(name.startswith(("ray::DashboardAgent", "ray::RuntimeEnvAgent")) for name in figures["kill_late_leftover_examples"]), (
+        figures["kill_late_leftover_examples"], figures["kill_points"])
+
+
+def _is_rays(command_line: str) -> bool:
+    return command_line.startswith("ray::") or "/site-packages/ray/" in command_line
