@@ -6,7 +6,13 @@ Each policy runs the real main job (``python -m gyre.main``: Ray cells, proxy, r
 tiny model, the built-in DeepSWE-format tasks) in its own process with identical settings. Execution time
 is made heavy-tailed by a simulated tool time before every agent turn drawn from a log-normal, as long
 agent runs are. Reported per policy: time per step, cell idle fraction, executions per hour, role-switch
-times; and the speedups of elastic over each baseline, per step and on equal work.
+times, engine seconds per model call; and the speedups of elastic over each baseline, per step and on
+equal work.
+
+The cells' engines share this machine's cores (4 cells on 2 cores by default), so a policy that keeps
+more engines decoding at once makes every call slower (``engine_call_s``), which independent devices
+would not: an execution's wall seconds, and so ``work_s_per_hour``, then grow with the contention, while
+``policy_tokens_per_hour`` does not.
 
 Equal work: async and elastic train the executions that finish first, colocate the whole sample, so a step
 of one policy is not the same work as a step of another. ``work_s_per_hour`` is the wall seconds of the
@@ -116,7 +122,20 @@ def run_policy(policy: str, args: argparse.Namespace, root: Path) -> dict[str, f
         "train_to_rollout_s": last.get("switch/train_to_rollout_s", float("nan")),
         "switches": last.get("switch/count", 0),
         "staleness_mean": sum(r.get("staleness/mean", 0.0) for r in steps) / len(steps),
+        "engine_call_s": engine_call_s(run_dir, after=steps[0]["time"] if len(steps) > 1 else 0.0),
     }
+
+
+def engine_call_s(run_dir: Path, after: float) -> float:
+    """Mean engine seconds per model call completed after ``after`` (the first step's end, as for the
+    step times), from the records. The engines of every cell share this machine's cores, so this shows how much a policy's
+    concurrency slows each call down: a simulator fitted on one policy's run assumes it does not."""
+    from gyre.proxy.record_format import read_record_file
+
+    seconds = [record.timings["total_s"] for path in sorted((run_dir / "records").glob("*.jsonl"))
+               for record in read_record_file(path, errors=[])
+               if "total_s" in record.timings and record.timings.get("completed_at", 0.0) > after]
+    return sum(seconds) / len(seconds) if seconds else float("nan")
 
 
 def main() -> dict[str, float]:

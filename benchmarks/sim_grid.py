@@ -1,6 +1,6 @@
 """Elastic against colocate and async at its best split, on equal work, over a grid of simulated scenarios.
 
-    python benchmarks/sim_grid.py --out grid.json             # the whole grid (~10 minutes on one CPU core)
+    python benchmarks/sim_grid.py --out grid.json             # the whole grid (~17 minutes on one CPU core)
     python benchmarks/sim_grid.py --only base cells_128 --out some.json
     python benchmarks/sim_grid.py --seeds 3 --out grid3.json  # medians over three workload seeds (3x longer)
     python benchmarks/sim_grid.py --stream-from 0.1 --out grid_streamed.json  # steps stream in their batch's tail
