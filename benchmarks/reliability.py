@@ -168,14 +168,13 @@ def end_job(job: Job, grace_s: float = 15.0, late_s: float = 60.0) -> tuple[list
 
 def _wait_for_exit(job: Job, seconds: float) -> dict[int, str]:
     """pid -> command line of the job's processes still running after up to ``seconds``."""
+    from gyre.envs import proctree
+
     deadline = time.monotonic() + seconds
     while job_processes(job) and time.monotonic() < deadline:
         time.sleep(0.2)
-    names = {}
-    for pid in job_processes(job):
-        with contextlib.suppress(OSError):
-            names[pid] = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")[:160]
-    return names
+    lines = {pid: proctree.command_line(pid) for pid in job_processes(job)}
+    return {pid: line[:160] for pid, line in lines.items() if line is not None}
 
 
 def wait_for_checkpoint(job: Job, timeout_s: float) -> bool:

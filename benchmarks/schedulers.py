@@ -128,8 +128,9 @@ def run_policy(policy: str, args: argparse.Namespace, root: Path) -> dict[str, f
 
 def engine_call_s(run_dir: Path, after: float) -> float:
     """Mean engine seconds per model call completed after ``after`` (the first step's end, as for the
-    step times), from the records. The engines of every cell share this machine's cores, so this shows how much a policy's
-    concurrency slows each call down: a simulator fitted on one policy's run assumes it does not."""
+    step times), from the records. The engines of every cell share this machine's cores, so this shows
+    how much a policy's concurrency slows each call down: a simulator fitted on one policy's run assumes
+    it does not."""
     from gyre.proxy.record_format import read_record_file
 
     seconds = [record.timings["total_s"] for path in sorted((run_dir / "records").glob("*.jsonl"))

@@ -128,6 +128,15 @@ def wait_gone(pids: Iterable[int], timeout: float = 3.0) -> list[int]:
     return sorted(pending)
 
 
+def command_line(pid: int) -> str | None:
+    """``pid``'s command line, arguments joined by spaces (None once it is gone)."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as handle:
+            return handle.read().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return None
+
+
 def processes_with(marker: str) -> list[int]:
     """Live processes whose command line contains ``marker`` (how a test or a benchmark finds leftovers)."""
     found = []

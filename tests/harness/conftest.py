@@ -88,12 +88,6 @@ def no_leftover_processes() -> Iterator[None]:
         left.append(pid)
         stack.extend(children.get(pid, ()))
     left = [pid for pid in left if proctree.alive(pid)]
-    names = {pid: _command_line(pid) for pid in left}
+    names = {pid: (proctree.command_line(pid) or "?")[:80] for pid in left}
     assert not left, f"processes left running after the test: {names}"
 
-
-def _command_line(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")[:80]
-    except OSError:
-        return "?"
