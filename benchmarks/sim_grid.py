@@ -4,6 +4,7 @@
     python benchmarks/sim_grid.py --only base cells_128 --out some.json
     python benchmarks/sim_grid.py --seeds 3 --out grid3.json  # medians over three workload seeds (3x longer)
     python benchmarks/sim_grid.py --stream-from 0.1 --out grid_streamed.json  # steps stream in their batch's tail
+    python benchmarks/sim_grid.py --only cells_128 --set scheduler.max_staleness=2 --out s2.json  # any config key
 
 Every scenario changes one thing of a base run (a DeepSWE-shaped 122B MoE run, conf/sim/deepswe_122b.yaml:
 32 cells of 8 GPUs, 1024 executions per step, max_staleness 1, the default stale_policy, the paper's switch
@@ -20,7 +21,8 @@ cluster's (the ideal bound of the work it trained: <= 1). ``length_bias`` is the
 trained executions over that of all it dispatched. ``--out FILE`` writes a flat JSON object with, for each
 scenario S, ``S.vs_colocate``, ``S.vs_async_best``, ``S.vs_ideal``, ``S.length_bias`` and a few more
 (``S.vs_async_planned``: against async at the split planned from the work ratio, without a sweep;
-per-step speedups, async's best split, every policy's ``vs_ideal``), plus ``targets.*`` (the checks below).
+per-step speedups, async's best split, every policy's ``vs_ideal``), plus ``targets.*`` (the checks below) and
+``overrides`` (what ``--set`` and ``--stream-from`` applied to every scenario).
 ``S.elastic_rollout_idle`` is elastic's unused rollout throughput and ``S.elastic_rollout_idle_capped`` the part
 of it while the look-ahead (``max_staleness`` batches beyond the one being generated) allowed no dispatch at
 all: throughput that no policy under the same staleness bound could have used for rollout.
@@ -35,11 +37,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+from hydra.errors import ConfigCompositionException
 from rich.console import Console
 from rich.table import Table
 
 from gyre.sim.compare import compare
-from gyre.sim.config import RootCfg, load_config
+from gyre.sim.config import ConfigError, RootCfg, load_config
 from gyre.sim.world import World
 
 BASE = ("deepswe_122b", ["sim.cells=32", "scheduler.batch_size=1024", "sim.steps=10"])
@@ -188,8 +191,19 @@ def main() -> dict[str, Any]:
     parser.add_argument("--stream-from", type=float, default=None,
                         help="scheduler.stream_from for every policy of every scenario (async and elastic start a "
                              "step on this share of its batch and the rest streams in)")
+    parser.add_argument("--set", nargs="+", default=[], metavar="KEY=VALUE",
+                        help="config overrides for every policy of every scenario, after the scenario's own "
+                             "(e.g. scheduler.max_staleness=2 sim.train.weight_sync_s=0)")
     parser.add_argument("--list", action="store_true", help="list the scenarios and exit")
     args = parser.parse_args()
+    malformed = [item for item in args.set if "=" not in item or item.startswith("=")]
+    if malformed:
+        parser.error(f"--set takes KEY=VALUE config overrides, got {' '.join(malformed)}")
+    extra = [*args.set, *([f"scheduler.stream_from={args.stream_from}"] if args.stream_from is not None else [])]
+    try:  # a bad override fails here, named, rather than in the middle of the grid
+        Scenario("check").config(0, extra)
+    except (ConfigError, ConfigCompositionException) as exc:
+        parser.error(f"--set {' '.join(args.set)}: {exc}")
     console = Console(width=170)
     chosen = [s for s in SCENARIOS if args.only is None or s.name in args.only]
     if args.list or not chosen:
@@ -199,7 +213,6 @@ def main() -> dict[str, Any]:
     rows: dict[str, dict[str, Any]] = {}
     started = time.perf_counter()
     for scenario in chosen:
-        extra = [f"scheduler.stream_from={args.stream_from}"] if args.stream_from is not None else []
         rows[scenario.name] = run(scenario, args.seeds, extra)
         r = rows[scenario.name]
         console.print(f"{scenario.name}: vs colocate {r['vs_colocate']:.2f}x, vs async best {r['vs_async_best']:.2f}x "
@@ -214,10 +227,12 @@ def main() -> dict[str, Any]:
         for key in ("vs_colocate", "vs_async_best", "vs_async_planned", "vs_ideal", "length_bias", "length_bias_all", "per_step_vs_colocate",
                     "per_step_vs_async_best", "async_best_split", "colocate_vs_ideal", "async_vs_ideal", "max_vs_ideal",
                     "async_length_bias", "elastic_switches", "elastic_aborted", "elastic_rollout_idle",
-                    "elastic_rollout_idle_capped", "async_rollout_idle", "async_train_idle", "cells", "batch_size", "stream_from",
+                    "elastic_rollout_idle_capped", "async_rollout_idle", "async_train_idle", "cells", "batch_size",
+                    "max_staleness", "stream_from",
                     *(f"{k}_{end}" for k in SPREAD for end in ("min", "max"))):
             flat[f"{name}.{key}"] = r[key]
     flat.update({f"targets.{k}": v for k, v in checks.items()})
+    flat["overrides"] = extra
     flat["host_seconds"] = time.perf_counter() - started
     if args.out:
         with open(args.out, "w") as handle:
