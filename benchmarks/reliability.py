@@ -465,7 +465,7 @@ def attack_part(server: Any, work: Path, task: Any, cgroup: bool) -> dict[str, A
         thread.join()
         detail = execution.reward_detail
         time.sleep(0.2)
-        left = [pid for pid in proctree.parent_map() if marker.encode() in _cmdline(pid)]
+        left = proctree.processes_with(marker)
         proctree.kill_pids(left)
         log_text = Path(detail["log"]).read_text(errors="replace")[-2000:]
         reason = detail.get("stop_reason")
@@ -485,13 +485,6 @@ def attack_part(server: Any, work: Path, task: Any, cgroup: bool) -> dict[str, A
         out.append({"name": name, "escaped": bool(failures), "detail": "; ".join(failures) or note,
                     "neighbour_slowdown": round(timing[0] / alone, 3) if timing else None})
     return {"attacks": out, "neighbour_alone_s": alone}
-
-
-def _cmdline(pid: int) -> bytes:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return b""
 
 
 @dataclass
