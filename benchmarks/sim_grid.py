@@ -203,7 +203,7 @@ def main() -> dict[str, Any]:
     try:  # a bad override fails here, named, rather than in the middle of the grid
         Scenario("check").config(0, extra)
     except (ConfigError, ConfigCompositionException) as exc:
-        parser.error(f"--set {' '.join(args.set)}: {exc}")
+        parser.error(f"overrides {' '.join(extra)}: {exc}")
     console = Console(width=170)
     chosen = [s for s in SCENARIOS if args.only is None or s.name in args.only]
     if args.list or not chosen:

@@ -215,6 +215,7 @@ def check(root: RootCfg) -> None:
     _require(sched.batch_size >= 1, "scheduler.batch_size", "must be >= 1")
     _require(sched.max_staleness >= 0, "scheduler.max_staleness", "must be >= 0")
     _require(sched.stale_policy in ("drop", "keep"), "scheduler.stale_policy", "must be 'drop' or 'keep'")
+    _require(0.0 < sched.stream_from <= 1.0, "scheduler.stream_from", f"must be in (0, 1], got {sched.stream_from}")
     _require(sched.rollout_cells is None or 1 <= sched.rollout_cells <= sim.cells - 1, "scheduler.rollout_cells",
              f"must be between 1 and sim.cells - 1 = {sim.cells - 1}, or null")
     _require(root.trajectory.max_paths is None or root.trajectory.max_paths >= 1, "trajectory.max_paths",

@@ -67,6 +67,7 @@ def test_unknown_or_missing_key_in_a_preset_fails_naming_it():
     ("sim.cells=abc", "sim.cells"),
     ("scheduler.rollout_cells=16", "scheduler.rollout_cells"),
     ("sim.group_size=5", "sim.group_size"),
+    ("scheduler.stream_from=5", "scheduler.stream_from"),
 ])
 def test_bad_values_name_the_key(override, key):
     with pytest.raises(ConfigError, match=re.escape(key)):

@@ -30,6 +30,7 @@ def test_set_overrides_every_scenario_and_is_recorded(tmp_path):
 def test_bad_overrides_are_named_before_anything_runs():
     for args, message in ((["--set", "max_staleness"], "--set takes KEY=VALUE config overrides, got max_staleness"),
                           (["--set", "sim.nope=1"], "Could not override 'sim.nope'"),
-                          (["--set", "scheduler.max_staleness=-1"], "scheduler.max_staleness: must be >= 0")):
+                          (["--set", "scheduler.max_staleness=-1"], "scheduler.max_staleness: must be >= 0"),
+                          (["--stream-from", "5"], "scheduler.stream_from: must be in (0, 1]")):
         done = grid(*args)
         assert done.returncode == 2 and message in done.stderr, done.stderr
