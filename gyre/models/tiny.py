@@ -76,6 +76,10 @@ BUILTIN_MODELS: dict[str, TinySpec] = {
     ),
 }
 
+# The built-in model vLLM's CPU build accepts: its attention kernels take head_dim >= 32, and tiny's is 16.
+# (tiny keeps its shape: every recorded figure and cached warm start is of that model.)
+VLLM_CPU_MODEL = "small"
+
 
 def cache_root() -> Path:
     return Path(os.environ.get("GYRE_CACHE", Path.home() / ".cache" / "gyre"))

@@ -117,7 +117,7 @@ class GroupRegistry:
             names = [name for name, (v, _) in self._groups.items() if ended(v)]
             groups = [self._groups.pop(name)[1] for name in names]
         for group in groups:
-            _shutdown(group)
+            shutdown_group(group)
         self.ended += len(groups)
 
     @property
@@ -126,7 +126,7 @@ class GroupRegistry:
             return len(self._groups)
 
 
-def _shutdown(group: dist.ProcessGroup) -> None:
+def shutdown_group(group: dist.ProcessGroup) -> None:
     """Release a group's connections now (NCCL communicators are not freed by garbage collection)."""
     try:
         group.shutdown()

