@@ -16,7 +16,11 @@ setup(
     long_description_content_type="text/markdown",
     python_requires=">=3.11",
     packages=find_packages(include=["gyre", "gyre.*"]),
-    package_data={"gyre.models": ["tiny_corpus.txt", "chat_template.jinja"]},
+    package_data={
+        "gyre.models": ["tiny_corpus.txt", "chat_template.jinja"],
+        # The scoring sandbox's guarded test runner (files run inside the sandbox, shims included).
+        "gyre.envs.scorers.guard": ["runtime/*.py", "runtime/bin/*"],
+    },
     include_package_data=True,
     install_requires=requirements(),
     extras_require={

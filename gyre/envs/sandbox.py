@@ -5,8 +5,13 @@ Two kinds, chosen by ``kind``:
 - ``bwrap`` (bubblewrap): a new mount, pid, network, ipc, uts and user namespace. The system (``/usr``,
   ``/bin``, ``/lib*``, a short list of ``/etc`` files) and the Python that runs Gyre (``sys.prefix`` and
   ``sys.base_prefix``, so tests can run ``python -m pytest``) are bound read-only; the workspace is the only
-  writable host folder; ``/tmp`` and ``/dev/shm`` are fresh tmpfs of ``tmp_mb`` each; all capabilities
-  dropped; ``--die-with-parent`` and ``--new-session``. The command has its own network namespace (its
+  writable host folder; ``/tmp`` and ``/dev/shm`` are fresh tmpfs of ``tmp_mb`` each; ``/proc/sys`` is
+  read-only; the command cannot make user namespaces of its own (``--disable-userns``); no capabilities;
+  ``--die-with-parent`` and ``--new-session``. Never host root: when Gyre runs as root, bwrap itself is
+  started as the unprivileged host user ``uid``:``gid`` (``nobody`` by default; `runs_as`), so files the
+  command writes are that user's on the host and host-global kernel settings are not its to change. The
+  writable folders are handed to that user before the command starts, and setuid/setgid bits and device
+  nodes are cleared from them when it ends (`gyre.envs.ownership`). The command has its own network namespace (its
   own loopback, nothing of the host's) unless ``network=True``, which shares the host's network and gives
   that isolation up. A host service the command must reach (the proxy, for a harness) is given as a
   `Forward`: a host Unix socket bound into the sandbox, exposed on the sandbox's own loopback by a small
@@ -15,10 +20,12 @@ Two kinds, chosen by ``kind``:
   path unless a ``workdir`` is given (``/app`` for Terminal-Bench), so by default a path means the same
   thing inside and outside, and the same under both kinds.
 - ``process``: the fallback where bwrap is missing or refuses to run. Same limits, own session and
-  process group, killed as a tree. It does NOT isolate the file system or the network; a warning says so,
-  and it refuses a `Forward` (a model-using harness) unless ``allow_unisolated=True``.
+  process group, killed as a tree. It does NOT isolate the file system or the network, and it runs as
+  Gyre's own user; a warning says so, and it refuses a `Forward` (a model-using harness) unless
+  ``allow_unisolated=True``.
 
-``auto`` picks bwrap when ``bwrap`` is on PATH and a probe run succeeds, else process.
+``auto`` picks bwrap when ``bwrap`` is on PATH and a probe run (as the user commands will run as)
+succeeds, else process.
 
 Limits:
 - ``cpu_seconds``: RLIMIT_CPU per process (SIGXCPU, then SIGKILL one second later).
@@ -51,6 +58,7 @@ threaded parent), else with ``preexec_fn``.
 
 from __future__ import annotations
 
+import atexit
 import dataclasses
 import logging
 import os
@@ -67,7 +75,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gyre.envs import proctree
+from gyre.envs import ownership, proctree
 from gyre.envs.cgroup import CpuCgroup, PidsCgroup
 from gyre.envs.errors import SandboxError
 from gyre.envs.usage import disk_bytes
@@ -79,6 +87,7 @@ WATCHDOG_INTERVAL = 0.05
 DISK_INTERVAL = 2.0  # seconds between two walks of a command's writable folders, at least
 FORWARD_DIR = "/run/gyre"  # where a Forward's socket folder and the forwarder appear inside bwrap
 FORWARDER = Path(__file__).with_name("_forward.py")
+ENTER = Path(__file__).with_name("_enter.py")  # root -> unprivileged bwrap, with its binds staged
 # /etc entries a command usually needs (name lookup, the dynamic linker, TLS roots, locale, git).
 ETC_ENTRIES = (
     "passwd",
@@ -112,6 +121,7 @@ ETC_ENTRIES = (
     "locale.alias",
 )
 TOP_LEVEL_SYSTEM = ("bin", "sbin", "lib", "lib32", "lib64", "libx32")
+DEFAULT_UID = DEFAULT_GID = 65534  # nobody/nogroup: what sandboxed commands run as when Gyre is root
 
 
 @dataclass(frozen=True)
@@ -387,6 +397,10 @@ class Launch:
             self.cpu_cgroup.remove()  # empty now: everything was killed above
         if self.private_tmp:
             shutil.rmtree(self.private_tmp, ignore_errors=True)
+        # Everything is dead: nothing it left in the host's folders may be setuid, setgid or a device.
+        stripped = ownership.strip_privileged_bits(self.writable)
+        if stripped:
+            log.warning("sandbox: cleared setuid/setgid bits or removed device nodes left by a command: %s", stripped[:5])
         for fd in self.pass_fds:
             try:
                 os.close(fd)
@@ -462,6 +476,8 @@ class Sandbox:
     disk_mb: int | None = 8192
     tmp_mb: int | None = 1024
     allow_unisolated: bool = False
+    uid: int = DEFAULT_UID
+    gid: int = DEFAULT_GID
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -478,6 +494,10 @@ class Sandbox:
             raise ValueError(f"Sandbox.timeout must be > 0, got {self.timeout}")
         if not 0 <= self.nice <= 19:
             raise ValueError(f"Sandbox.nice must be in [0, 19], got {self.nice}")
+        for name in ("uid", "gid"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+                raise ValueError(f"Sandbox.{name} must be an unprivileged id (an int > 0), got {value!r}")
         self.ro_paths = tuple(self.ro_paths)
         self.env = dict(self.env)
 
@@ -516,7 +536,7 @@ class Sandbox:
         """``bwrap`` or ``process``: what this configuration will actually use on this machine."""
         if self.kind == "process":
             return "process"
-        problem = bwrap_problem()
+        problem = bwrap_problem(self.uid, self.gid)
         if problem is None:
             return "bwrap"
         if self.kind == "bwrap":
@@ -533,7 +553,7 @@ class Sandbox:
         sandbox, or None when it may: the process kind isolates nothing, so it needs the user's opt-in."""
         if self.resolved_kind() != "process" or self.allow_unisolated:
             return None
-        why = "env.sandbox.kind=process" if self.kind == "process" else f"bubblewrap is unavailable: {bwrap_problem()}"
+        why = "env.sandbox.kind=process" if self.kind == "process" else f"bubblewrap is unavailable: {bwrap_problem(self.uid, self.gid)}"
         return (
             f"refusing to run a model-using harness in the process sandbox ({why}): it isolates neither the "
             "network nor the file system, so the agent could reach this machine's services (Ray, the driver, "
@@ -545,6 +565,13 @@ class Sandbox:
     def isolates_network(self) -> bool:
         """True when a command gets its own network namespace here (a host service must be forwarded)."""
         return self.resolved_kind() == "bwrap" and not self.network
+
+    def runs_as(self) -> tuple[int, int] | None:
+        """The host (uid, gid) commands run as when that is not Gyre's own user: Gyre runs as root and the
+        sandbox is bwrap. None otherwise (the process kind runs as Gyre's user: it isolates nothing)."""
+        if os.geteuid() != 0 or self.resolved_kind() != "bwrap":
+            return None
+        return self.uid, self.gid
 
     # ------------------------------------------------------------------ building a launch
 
@@ -572,6 +599,7 @@ class Sandbox:
         if not workspace_path.is_dir():
             raise SandboxError(f"sandbox workspace {workspace_path} is not a folder")
         kind = self.resolved_kind()
+        owner = self.runs_as()
         share_net = self.network if network is None else network
         if forward is not None and kind == "process":
             refusal = self.unisolated_refusal()
@@ -595,19 +623,23 @@ class Sandbox:
             if not command_argv:
                 raise SandboxError("sandbox command is empty")
 
+        if owner is not None:
+            self._hand_over(owner, workspace_path, mounts, forward)
         # Everything that can fail is checked above; only now take resources that need cleaning up.
         limit_argv, preexec = self._limit_prefix()
         pass_fds: tuple[int, ...] = ()
         if kind == "bwrap":
             inner_cwd = inner_ws if not cwd else os.path.join(inner_ws, cwd)
-            options = self._bwrap_args(workspace_path, inner_ws, mounts, inner_cwd, share_net, forward)
+            stage = _Stage(owner is not None)
+            options = self._bwrap_args(workspace_path, inner_ws, mounts, inner_cwd, share_net, forward, stage)
             if forward is not None:
                 inner_socket = f"{FORWARD_DIR}/net/{os.path.basename(forward.socket)}"
                 forwarder = [sys.executable, "-I", "-S", f"{FORWARD_DIR}/forward.py", forward.host, str(forward.port), inner_socket, "--"]
                 command_argv = forwarder + command_argv
             args_fd = _args_fd(options)  # read by bwrap: its options stay out of every cmdline
             pass_fds = (args_fd,)
-            body = limit_argv + [shutil.which("bwrap") or "bwrap", "--args", str(args_fd), "--"] + command_argv
+            enter = stage.enter(*owner) if owner is not None else []
+            body = limit_argv + enter + [_bwrap_exe(), "--args", str(args_fd), "--"] + command_argv
             host_cwd, private_tmp = "/", None
         else:
             supervisor = [sys.executable, "-S", "-E", str(Path(__file__).with_name("_supervise.py"))]
@@ -651,11 +683,23 @@ class Sandbox:
             writable=tuple(dict.fromkeys(writable)),
         )
 
+    def _hand_over(
+        self, owner: tuple[int, int], workspace: Path, mounts: Sequence[Mount], forward: Forward | None
+    ) -> None:
+        """Make what the command must write its user's, and the gate's socket reachable by that user.
+
+        A workspace sealed for scoring (`ownership.seal`) keeps its owners: the tests in it stay root's."""
+        folders = [workspace] + [Path(m.source).absolute() for m in mounts if m.writable]
+        for folder in folders:
+            if not ownership.is_granted(folder, owner[0]) and not ownership.is_sealed(folder):
+                ownership.grant(folder, *owner)
+        if forward is not None:
+            os.chown(forward.socket, *owner)
+            os.chmod(os.path.dirname(os.path.abspath(forward.socket)), 0o711)
+
     def _environment(self, inner_ws: str, inner_tmp: str | None, extra: Mapping[str, str] | None) -> dict[str, str]:
-        python_bin = os.path.dirname(sys.executable)
-        path = os.pathsep.join(dict.fromkeys([python_bin, "/usr/local/bin", "/usr/bin", "/bin", "/usr/sbin", "/sbin"]))
         env = {
-            "PATH": path,
+            "PATH": command_path(),
             "HOME": inner_tmp or inner_ws,
             "TMPDIR": inner_tmp or "/tmp",
             "LANG": "C.UTF-8",
@@ -714,15 +758,17 @@ class Sandbox:
         inner_cwd: str,
         share_net: bool,
         forward: Forward | None,
+        stage: _Stage,
     ) -> list[str]:
-        """bwrap's options (everything before the command)."""
-        args = ["--die-with-parent", "--new-session", "--unshare-all"]
+        """bwrap's options (everything before the command). Host folders are named through ``stage``
+        (their staged path when bwrap starts unprivileged from root: see `_enter.py`)."""
+        args = ["--die-with-parent", "--new-session", "--unshare-all", "--unshare-user"]
         if share_net:
             args.append("--share-net")
-        if os.geteuid() == 0:
-            args += ["--cap-drop", "ALL"]
-        args += ["--hostname", "sandbox", "--proc", "/proc", "--dev", "/dev"]
-        size = ["--size", str(self.tmp_mb << 20)] if self.tmp_mb is not None and _bwrap_has_size() else []
+        if _bwrap_has("--disable-userns"):
+            args.append("--disable-userns")  # no nested user namespace: no capabilities of its own anywhere
+        args += ["--hostname", "sandbox", "--proc", "/proc", "--ro-bind", "/proc/sys", "/proc/sys", "--dev", "/dev"]
+        size = ["--size", str(self.tmp_mb << 20)] if self.tmp_mb is not None and _bwrap_has("--size") else []
         args += [*size, "--tmpfs", "/tmp", *size, "--tmpfs", "/dev/shm"]
         args += ["--ro-bind", "/usr", "/usr"]
         for name in TOP_LEVEL_SYSTEM:
@@ -734,17 +780,19 @@ class Sandbox:
         for name in ETC_ENTRIES:
             args += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
         for path in _python_paths() + [os.path.abspath(p) for p in self.ro_paths]:
-            args += ["--ro-bind-try", path, path]
-        args += ["--bind", str(workspace), inner_ws]
+            if os.path.exists(path):
+                args += ["--ro-bind", stage.path(path), path]
+        args += ["--bind", stage.path(str(workspace)), inner_ws]
         for mount in mounts:
             source = os.path.abspath(mount.source)
             if not os.path.exists(source):
                 raise SandboxError(f"sandbox mount source {source} does not exist")
             target = mount.target or source
-            args += ["--bind" if mount.writable else "--ro-bind", source, target]
+            args += ["--bind" if mount.writable else "--ro-bind", stage.path(source), target]
         if forward is not None:
             folder = os.path.dirname(os.path.abspath(forward.socket))
-            args += ["--ro-bind", folder, f"{FORWARD_DIR}/net", "--ro-bind", str(FORWARDER), f"{FORWARD_DIR}/forward.py"]
+            args += ["--ro-bind", stage.path(folder), f"{FORWARD_DIR}/net"]
+            args += ["--ro-bind", stage.path(str(FORWARDER)), f"{FORWARD_DIR}/forward.py"]
         args += ["--chdir", inner_cwd]
         return args
 
@@ -868,32 +916,68 @@ def _args_fd(options: Sequence[str]) -> int:
     return fd
 
 
-_BWRAP_SIZE: dict[str, bool] = {}
+_BWRAP_HELP: dict[str, str] = {}
+_MISSING_OPTION = {
+    "--size": "the sandbox's /tmp is not bounded by tmp_mb (bubblewrap 0.5 and later have --size)",
+    "--disable-userns": "sandboxed commands can create nested user namespaces (bubblewrap 0.8 and later "
+    "have --disable-userns)",
+}
 
 
-def _bwrap_has_size() -> bool:
-    """Whether this bwrap knows ``--size`` (0.5 and later): a bounded tmpfs."""
+def _bwrap_has(option: str) -> bool:
+    """Whether this bwrap knows ``option`` (read once from its ``--help``); warns once when it does not."""
     exe = shutil.which("bwrap") or "bwrap"
-    if exe not in _BWRAP_SIZE:
+    if exe not in _BWRAP_HELP:
         try:
             done = subprocess.run([exe, "--help"], capture_output=True, text=True, timeout=10, check=False)
-            _BWRAP_SIZE[exe] = "--size" in done.stdout + done.stderr
+            _BWRAP_HELP[exe] = done.stdout + done.stderr
         except (OSError, subprocess.TimeoutExpired):
-            _BWRAP_SIZE[exe] = False
-        if not _BWRAP_SIZE[exe]:
-            _warn_once("size", "this bubblewrap has no --size: the sandbox's /tmp is not bounded by tmp_mb")
-    return _BWRAP_SIZE[exe]
+            _BWRAP_HELP[exe] = ""
+    found = option in _BWRAP_HELP[exe]
+    if not found:
+        _warn_once(option, f"this bubblewrap has no {option}: {_MISSING_OPTION.get(option, 'option ignored')}")
+    return found
 
 
-def _user_process_count(uid: int) -> int:
-    count = 0
-    for pid in proctree.parent_map():
-        try:
-            if os.stat(f"/proc/{pid}").st_uid == uid:
-                count += 1
-        except OSError:
-            pass
-    return count
+def command_path() -> str:
+    """PATH of a sandboxed command: the Python running Gyre first, then the system's folders."""
+    folders = [os.path.dirname(sys.executable), "/usr/local/bin", "/usr/bin", "/bin", "/usr/sbin", "/sbin"]
+    return os.pathsep.join(dict.fromkeys(folders))
+
+
+def _bwrap_exe() -> str:
+    return shutil.which("bwrap") or "bwrap"
+
+
+class _Stage:
+    """The host paths bwrap binds, and how it reaches them. When it starts unprivileged from root
+    (``staged``), each is bind-mounted by `_enter.py` at ``<stage folder>/<index>`` in a private mount
+    namespace, since the sandbox's user may not be able to reach it by path; else it is used as it is."""
+
+    _folder: str | None = None
+
+    def __init__(self, staged: bool) -> None:
+        self.staged = staged
+        self.sources: list[str] = []
+
+    def path(self, source: str) -> str:
+        if not self.staged:
+            return source
+        self.sources.append(source)
+        return f"{self.folder()}/{len(self.sources) - 1}"
+
+    def enter(self, uid: int, gid: int) -> list[str]:
+        """The argv prefix that stages the sources and becomes ``uid``:``gid`` before bwrap starts."""
+        return [sys.executable, "-I", "-S", str(ENTER), str(uid), str(gid), self.folder(), *self.sources, "--"]
+
+    @classmethod
+    def folder(cls) -> str:
+        """An empty root-owned folder, made once per process, that `_enter.py` mounts a tmpfs on."""
+        if cls._folder is None:
+            cls._folder = tempfile.mkdtemp(prefix="gyre-sandbox-stage-")
+            os.chmod(cls._folder, 0o755)
+            atexit.register(shutil.rmtree, cls._folder, True)
+        return cls._folder
 
 
 def _python_paths() -> list[str]:
@@ -910,34 +994,43 @@ def _python_paths() -> list[str]:
     return result
 
 
-def bwrap_problem() -> str | None:
-    """None when bubblewrap can run a sandbox here, else why not (cached per process)."""
+def bwrap_problem(uid: int = DEFAULT_UID, gid: int = DEFAULT_GID) -> str | None:
+    """None when bubblewrap can run a sandbox here, else why not (cached per process and user). When Gyre
+    runs as root, bwrap is started as ``uid``:``gid`` (see `_enter.py`): that needs unprivileged user
+    namespaces, which some kernels turn off."""
     exe = shutil.which("bwrap")
     if exe is None:
         return "bwrap not found on PATH"
-    if exe in _BWRAP_PROBE:
-        return _BWRAP_PROBE[exe]
+    root = os.geteuid() == 0
+    key = f"{exe}:{uid}:{gid}" if root else exe
+    if key in _BWRAP_PROBE:
+        return _BWRAP_PROBE[key]
     probe_dir = tempfile.mkdtemp(prefix="gyre-bwrap-probe-")
-    args = [exe, "--die-with-parent", "--unshare-all", "--ro-bind", "/usr", "/usr"]
+    stage = _Stage(root)
+    args = ["--die-with-parent", "--unshare-all", "--unshare-user", "--ro-bind", "/usr", "/usr"]
     for name in TOP_LEVEL_SYSTEM:
         top = Path("/") / name
         if top.is_symlink():
             args += ["--symlink", os.readlink(top), str(top)]
         elif top.is_dir():
             args += ["--ro-bind", str(top), str(top)]
-    if os.geteuid() == 0:
-        args += ["--cap-drop", "ALL"]
-    args += ["--proc", "/proc", "--dev", "/dev", "--bind", probe_dir, probe_dir, "--", "/bin/sh", "-c", "true"]
+    args += ["--proc", "/proc", "--ro-bind", "/proc/sys", "/proc/sys", "--dev", "/dev"]
+    args += ["--bind", stage.path(probe_dir), probe_dir, "--", "/bin/sh", "-c", "true"]
+    if root:
+        os.chown(probe_dir, uid, gid)
     try:
-        done = subprocess.run(args, capture_output=True, timeout=20, check=False)
+        done = subprocess.run([*stage.enter(uid, gid), exe, *args] if root else [exe, *args],
+                              capture_output=True, timeout=20, check=False)
         problem = (
             None
             if done.returncode == 0
             else (done.stderr.decode(errors="replace").strip() or f"exit {done.returncode}")
         )
+        if problem is not None and root:
+            problem = f"started as uid {uid} (Gyre never runs sandboxes as root): {problem}"
     except (OSError, subprocess.TimeoutExpired) as exc:
         problem = str(exc)
     finally:
         shutil.rmtree(probe_dir, ignore_errors=True)
-    _BWRAP_PROBE[exe] = problem
+    _BWRAP_PROBE[key] = problem
     return problem

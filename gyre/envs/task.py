@@ -6,7 +6,8 @@ A task is data plus three small strategy objects, so the harness can drive any d
    files a Terminal-Bench Dockerfile copies in);
 2. the agent works in that folder (the harness's business);
 3. ``task.score(folder, sandbox)``: hidden tests are copied in only now (so the agent never saw them),
-   run inside the sandbox, and turned into a `Score`. A failure of the evaluation itself raises
+   sealed against the code under test (root's, in sticky folders: `gyre.envs.ownership.seal`), run
+   inside the sandbox, and turned into a `Score`. A failure of the evaluation itself raises
    `EvaluationError` instead of returning a low score.
 
 ``task.apply_solution(folder, sandbox)`` applies the reference solution (the oracle harness and the
@@ -76,6 +77,10 @@ class Scorer(Protocol):
 
     def install_tests(self, task: Task, workspace: Path, sandbox: Sandbox) -> None: ...
 
+    def sealed_paths(self) -> list[str]:
+        """Workspace-relative paths of the hidden tests it installs (sealed while they run)."""
+        ...
+
     def run(self, task: Task, workspace: Path, sandbox: Sandbox) -> Score: ...
 
 
@@ -125,8 +130,17 @@ class Task:
         return dest
 
     def install_tests(self, workspace: str | Path, sandbox: Sandbox) -> None:
-        """Copy the hidden tests in (call only after the agent stopped). Idempotent."""
-        self.scorer.install_tests(self, Path(workspace).absolute(), sandbox)
+        """Copy the hidden tests in (call only after the agent stopped) and seal them when sandboxed
+        commands run as another user (`Sandbox.runs_as`). Idempotent."""
+        from gyre.envs import ownership
+
+        ws = Path(workspace).absolute()
+        owner = sandbox.runs_as()
+        if owner is not None:
+            ownership.unseal(ws, *owner)  # a retry: the scorer may change the tests' folders again
+        self.scorer.install_tests(self, ws, sandbox)
+        if owner is not None:
+            ownership.seal(ws, self.scorer.sealed_paths())
 
     def score(self, workspace: str | Path, sandbox: Sandbox, *, install: bool = True) -> Score:
         """Install the hidden tests (unless ``install=False``) and score the workspace."""
@@ -134,7 +148,7 @@ class Task:
         if not ws.is_dir():
             raise FileNotFoundError(f"task {self.id!r}: workspace {ws} does not exist")
         if install:
-            self.scorer.install_tests(self, ws, sandbox)
+            self.install_tests(ws, sandbox)
         return self.scorer.run(self, ws, sandbox)
 
     def apply_solution(self, workspace: str | Path, sandbox: Sandbox) -> None:

@@ -244,7 +244,7 @@ def test_missing_workspace(tmp_path: Path) -> None:
 def test_bwrap_kind_required_but_missing(monkeypatch: pytest.MonkeyPatch) -> None:
     from gyre.envs import sandbox as sandbox_module
 
-    monkeypatch.setattr(sandbox_module, "bwrap_problem", lambda: "bwrap not found on PATH")
+    monkeypatch.setattr(sandbox_module, "bwrap_problem", lambda *ids: "bwrap not found on PATH")
     with pytest.raises(SandboxError, match="bwrap"):
         Sandbox(kind="bwrap").resolved_kind()
     assert Sandbox(kind="auto").resolved_kind() == "process"

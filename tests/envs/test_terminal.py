@@ -105,7 +105,7 @@ def test_no_parsed_results_is_a_failure(tmp_path: Path, sandbox: Sandbox) -> Non
     task.apply_solution(workspace, sandbox)
     score = task.score(workspace, sandbox)
     assert score.reward == 0.0 and score.total == 0
-    assert "no parsed test results" in score.detail["reason"]
+    assert "no reported test results" in score.detail["reason"]
 
 
 def test_tests_run_from_a_pristine_copy(tmp_path: Path, sandbox: Sandbox) -> None:

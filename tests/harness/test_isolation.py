@@ -204,7 +204,7 @@ def test_process_sandbox_refuses_model_harnesses_without_opt_in(server, tmp_path
 def test_bwrap_missing_means_refusal_too(server, tmp_path, monkeypatch) -> None:
     from gyre.envs import sandbox as sandbox_module
 
-    monkeypatch.setattr(sandbox_module, "bwrap_problem", lambda: "bwrap not found on PATH")
+    monkeypatch.setattr(sandbox_module, "bwrap_problem", lambda *ids: "bwrap not found on PATH")
     with pytest.raises(SandboxError, match="bubblewrap is unavailable: bwrap not found on PATH"):
         make_runner(HarnessConfig.from_mapping({"progress": False}), sandbox=Sandbox(), run_dir=tmp_path, endpoint=ProxyEndpoint(server))
 

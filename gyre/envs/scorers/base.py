@@ -1,5 +1,5 @@
-"""What every scorer shares: running the test command, telling "could not evaluate" from "failed",
-and applying a patch inside the sandbox.
+"""What every scorer shares: running the test command (guarded: `gyre.envs.scorers.guard`), telling
+"could not evaluate" from "failed", and applying a patch inside the sandbox.
 
 The line between `EvaluationError` and a low `Score` (kept simple on purpose, so it is predictable):
 
@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 
 from gyre.envs.errors import EvaluationError, SandboxError
 from gyre.envs.sandbox import Mount, Sandbox, SandboxResult
+from gyre.envs.scorers.guard import GuardedRun, TestReport
 
 if TYPE_CHECKING:
     from gyre.envs.task import Task
@@ -53,6 +54,26 @@ def run_tests(
     return result
 
 
+def run_guarded_tests(
+    task: Task,
+    sandbox: Sandbox,
+    command: str,
+    workspace: Path,
+    *,
+    env: Mapping[str, str] | None = None,
+    mounts: Sequence[Mount] = (),
+    timeout: float | None = None,
+) -> tuple[SandboxResult, TestReport]:
+    """`run_tests` with pytest guarded (`gyre.envs.scorers.guard`): returns the command's result and what
+    its pytest runs reported, which is all a scorer may grade from."""
+    with GuardedRun(sandbox) as guard:
+        result = run_tests(
+            task, sandbox, command, workspace, env=guard.env(dict(env or {})), mounts=[*mounts, *guard.mounts()],
+            timeout=timeout,
+        )
+        return result, guard.read()
+
+
 def runner_missing(result: SandboxResult) -> bool:
     """Exit 126/127: the shell could not find or execute the test runner."""
     return result.returncode in (126, 127)
@@ -67,6 +88,7 @@ def apply_patch(
     Raises `EvaluationError` ("setup") when neither applies.
     """
     staging = Path(tempfile.mkdtemp(prefix="gyre-patch-"))
+    staging.chmod(0o755)  # read by the sandbox's unprivileged user
     try:
         (staging / "change.diff").write_text(patch if patch.endswith("\n") else patch + "\n")
         mount = Mount(str(staging), "/gyre_patch")
@@ -93,4 +115,18 @@ def stage_folder(source: Path | None, extra: Mapping[str, Path] | None = None) -
         shutil.copytree(source, staging, dirs_exist_ok=True, symlinks=True)
     for name, path in (extra or {}).items():
         shutil.copy2(path, staging / name)
+    readable_by_all(staging)
     return staging
+
+
+def readable_by_all(folder: Path) -> None:
+    """Folders 0755 and files 0644 (executables 0755): a staged copy the sandbox's user reads but cannot
+    change (it stays root's)."""
+    folder.chmod(0o755)
+    for path in folder.rglob("*"):
+        if path.is_symlink():
+            continue
+        if path.is_dir():
+            path.chmod(0o755)
+        else:
+            path.chmod(0o755 if path.stat().st_mode & 0o111 else 0o644)
