@@ -136,9 +136,9 @@ class TrajectoryTree:
 class PackedBatch:
     """Several trees in one sequence (batch size 1), with their edge lists.
 
-    Index arrays are already offset into the packed sequence. The trees' common prompt prefixes are laid
-    out once at the front (``gyre.trajectory.sharing``); ``tree_ptr`` holds where each tree's own tokens
-    start (length trees + 1; without shared prefixes, the start of each tree). ``to_torch`` gives the tensors the trainer feeds to the model. ``chunk_tokens`` is
+    Index arrays are already offset into the packed sequence. The trees' common prompts are laid out once
+    (``gyre.trajectory.sharing``); ``tree_ptr`` holds where each tree's own tokens start, its first token
+    no other tree shares (length trees + 1; without shared prompts, the start of each tree). ``to_torch`` gives the tensors the trainer feeds to the model. ``chunk_tokens`` is
     set on a batch longer than a micro-batch (one tree): it is trained in chunks of at most that many
     tokens, with the same loss and gradients (``gyre.ops.chunked``).
     """

@@ -2,8 +2,8 @@
 
 Trees that fit a micro-batch are ordered so that trees sharing prompt prefixes are adjacent, then filled
 into micro-batches in that order, each holding at most ``max_tokens`` tokens *after* its trees' common
-prefixes are laid out once (`gyre.trajectory.sharing`: a GRPO group's samples repeat the whole task
-prompt, every execution the system prompt). A tree longer than the limit is never refused or truncated:
+prompts are laid out once (`gyre.trajectory.sharing`: a GRPO group's samples repeat the whole task
+prompt, every execution the system prompts of its main agent and sub-agents). A tree longer than the limit is never refused or truncated:
 it becomes a work item of its own, marked to train in chunks of at most the limit
 (``PackedBatch.chunk_tokens``), which gives exactly the loss and gradients of training it whole
 (``gyre.ops.chunked``). A work item is trained by one replica, so all chunks of a tree stay together.
@@ -16,31 +16,31 @@ from collections.abc import Sequence
 import numpy as np
 
 from gyre.protocol import PackedBatch, TrajectoryTree
-from gyre.trajectory.sharing import common_length, merge_trees, prefix_key, shareable_prefix
+from gyre.trajectory.sharing import CrownTrie, crown, merge_trees, prefix_key
 
 
 def pack_trees(trees: Sequence[TrajectoryTree], max_tokens: int) -> list[PackedBatch]:
     """Work items of at most ``max_tokens`` tokens per forward pass: small trees share micro-batches
-    (every tree whole in exactly one, shared prefixes once); each longer tree is an item of its own,
+    (every tree whole in exactly one, shared prompts once); each longer tree is an item of its own,
     trained in chunks. Chunked items come first (the longest work starts first when replicas pull items)."""
     if max_tokens < 1:
         raise ValueError(f"trainer.max_tokens_per_microbatch must be >= 1, got {max_tokens}")
     long_trees = sorted((t for t in trees if t.num_tokens > max_tokens), key=lambda t: t.num_tokens, reverse=True)
     chunked = [concat_trees([tree], chunk_tokens=max_tokens) for tree in long_trees]
     bins: list[list[TrajectoryTree]] = []
+    trie = CrownTrie()
     size = 0
-    previous: np.ndarray | None = None
     for tree in sorted((t for t in trees if t.num_tokens <= max_tokens), key=prefix_key):
-        prefix = tree.ids[: shareable_prefix(tree)]
-        # Trees in prefix order: the merged size grows by the tokens not shared with the previous tree.
-        added = tree.num_tokens - (common_length(prefix, previous) if previous is not None else 0)
-        if bins and size + added <= max_tokens:
-            bins[-1].append(tree)
-            size += added
-        else:
-            bins.append([tree])
-            size = tree.num_tokens
-        previous = prefix
+        # Trees in prefix order: the merged size grows by the tree's crown tokens not yet laid out, plus the rest.
+        mask = crown(tree)
+        own = int((~mask).sum())
+        if not bins or size + trie.new_tokens(tree, mask) + own > max_tokens:
+            bins.append([])
+            trie, size = CrownTrie(), 0
+        size_before = len(trie)
+        trie.add(tree, mask)
+        size += len(trie) - size_before + own
+        bins[-1].append(tree)
     return chunked + [merge_trees(group) for group in bins]
 
 

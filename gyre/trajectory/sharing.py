@@ -1,14 +1,20 @@
-"""Trees of one micro-batch share their common prompt prefixes: each shared token is computed once.
+"""Trees of one micro-batch share their common prompts: each shared token is computed once.
 
 The executions of a step mostly open with the same tokens: every execution repeats the harness's system
-prompt and tool list, and the samples of one task (a GRPO group) repeat the whole task prompt. Within a
-tree, prefixes of calls are already shared; `merge_trees` extends that across trees: the *shareable
-prefix* of each tree (its leading run of context tokens that every other token of the tree descends
-from) goes into a trie, each distinct prefix token is laid out once, and each tree's remaining tokens hang
-below the last token of its prefix. Every token keeps its position id (its depth) and sees exactly the
-ancestors it saw in its own tree, and every edge keeps its label and weights, so the loss and gradients
-are exactly those of the trees laid end to end. Only context tokens are merged: policy tokens carry
-their own behaviour log-probs, versions and weights.
+prompt and tool list, every sub-agent its own, and the samples of one task (a GRPO group) repeat the whole
+task prompt. Within a tree, prefixes of calls are already shared; `merge_trees` extends that across trees.
+The *crown* of a tree is its context tokens that have no generated token above them: the system prompts,
+tool lists and task texts of its conversations (a main agent and its sub-agents open separate branches of
+it). The crowns of a micro-batch's trees go into one trie, each distinct crown token is laid out once, and
+each tree's remaining tokens (every subtree below its crown) hang below the same crown token as in the
+tree. Every token keeps its position id (its depth) and sees exactly the ancestors it saw in its own tree,
+and every edge keeps its label and weights, so the loss and gradients are exactly those of the trees laid
+end to end. Only context tokens are merged: policy tokens carry their own behaviour log-probs, versions and
+weights.
+
+Why crowns rather than one leading run: with sub-agents a tree forks after a few tokens (the conversations
+differ in their system prompts), so its leading run of shared context is a handful of tokens and each tree
+would carry both prompts again; the crown holds both.
 """
 
 from __future__ import annotations
@@ -38,107 +44,193 @@ def common_length(a: np.ndarray, b: np.ndarray) -> int:
     return int(differ[0]) if differ.size else size
 
 
+def crown(tree: TrajectoryTree) -> np.ndarray:
+    """Mask of the tree's crown: context tokens none of whose ancestors (nor themselves) is a policy token."""
+    n = tree.num_tokens
+    policy = tree.is_policy.astype(np.int64)
+    # Policy tokens among each token's ancestors-or-self: token k adds 1 on its subtree range [k, subtree_end[k]).
+    diff = np.bincount(np.arange(n), weights=policy, minlength=n + 1) - np.bincount(tree.subtree_end, weights=policy, minlength=n + 1)
+    return np.cumsum(diff)[:n] == 0
+
+
+class CrownTrie:
+    """The crown tokens of several trees, merged: a node per distinct (parent node, token id) from the root."""
+
+    def __init__(self) -> None:
+        self.index: dict[tuple[int, int], int] = {}  # (parent node or -1, token id) -> node
+        self.ids: list[int] = []
+        self.depth: list[int] = []
+        self.children: list[list[int]] = []
+        self.roots: list[int] = []
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def new_tokens(self, tree: TrajectoryTree, mask: np.ndarray) -> int:
+        """How many nodes adding ``tree``'s crown (``mask``) would create."""
+        known: dict[int, int] = {}  # crown token -> node, while the path exists in the trie
+        new = 0
+        for k in np.flatnonzero(mask).tolist():
+            parent = int(tree.parent[k])
+            node = self.index.get((known[parent] if parent >= 0 else -1, int(tree.ids[k]))) if parent < 0 or parent in known else None
+            if node is None:
+                new += 1
+            else:
+                known[k] = node
+        return new
+
+    def add(self, tree: TrajectoryTree, mask: np.ndarray) -> np.ndarray:
+        """Insert ``tree``'s crown; returns each token's node (-1 outside the crown)."""
+        nodes = np.full(tree.num_tokens, -1, dtype=np.int64)
+        for k in np.flatnonzero(mask).tolist():
+            parent = int(tree.parent[k])
+            parent_node = int(nodes[parent]) if parent >= 0 else -1
+            key = (parent_node, int(tree.ids[k]))
+            node = self.index.get(key)
+            if node is None:
+                node = len(self.ids)
+                self.index[key] = node
+                self.ids.append(key[1])
+                self.depth.append(int(tree.depth[k]))
+                self.children.append([])
+                (self.children[parent_node] if parent_node >= 0 else self.roots).append(node)
+            nodes[k] = node
+        return nodes
+
+
+def merged_size(trees: Sequence[TrajectoryTree]) -> int:
+    """Tokens of `merge_trees(trees)` (without laying it out)."""
+    trie = CrownTrie()
+    own = 0
+    for tree in trees:
+        mask = crown(tree)
+        trie.add(tree, mask)
+        own += int((~mask).sum())
+    return len(trie) + own
+
+
 def merge_trees(trees: Sequence[TrajectoryTree], chunk_tokens: int | None = None) -> PackedBatch:
-    """One sequence holding ``trees``, their shareable prefixes laid out once (see the module docstring)."""
-    prefixes = [tree.ids[: shareable_prefix(tree)] for tree in trees]
-    layout = _Layout(trees, prefixes)
-    layout.emit(list(range(len(trees))), 0)
-    return layout.batch(chunk_tokens)
+    """One sequence holding ``trees``, their crowns laid out once (see the module docstring)."""
+    return _Layout(trees).batch(chunk_tokens)
+
+
+def merged_positions(trees: Sequence[TrajectoryTree]) -> list[np.ndarray]:
+    """Where each token of each tree lies in `merge_trees(trees)`."""
+    layout = _Layout(trees)
+    return [layout.map_index(i, np.arange(tree.num_tokens)) for i, tree in enumerate(trees)]
 
 
 class _Layout:
-    """Builds the merged arrays in preorder: shared prefix tokens (trie), then each tree's own tokens."""
+    """The merged arrays in preorder: each crown node, then its crown children, then the trees' own subtrees
+    that hang below it."""
 
-    def __init__(self, trees: Sequence[TrajectoryTree], prefixes: list[np.ndarray]) -> None:
+    def __init__(self, trees: Sequence[TrajectoryTree]) -> None:
         self.trees = trees
-        self.prefixes = prefixes
-        self.parts: dict[str, list[np.ndarray]] = {k: [] for k in ("ids", "depth", "subtree_end")}
-        self.size = 0
-        self.prefix_pos = [np.zeros(p.shape[0], dtype=np.int64) for p in prefixes]  # prefix token -> merged index
-        self.own_start = np.zeros(len(trees), dtype=np.int64)  # where each tree's own tokens begin
+        trie = CrownTrie()
+        masks = [crown(tree) for tree in trees]
+        nodes = [trie.add(tree, mask) for tree, mask in zip(trees, masks)]
+        # Own subtrees: maximal subtrees outside the crown, each a contiguous preorder range below a crown node
+        # (or at the top, for a tree that opens with a generated token).
+        hang: dict[int, list[tuple[int, int]]] = {}
+        for i, (tree, mask) in enumerate(zip(trees, masks)):
+            parent = tree.parent
+            roots = np.flatnonzero(~mask & ((parent < 0) | mask[np.maximum(parent, 0)]))
+            for r in roots.tolist():
+                hang.setdefault(int(nodes[i][parent[r]]) if parent[r] >= 0 else -1, []).append((i, r))
+        self.node_pos = np.zeros(len(trie), dtype=np.int64)
+        self.own_pos: list[np.ndarray] = [np.full(t.num_tokens, -1, dtype=np.int64) for t in trees]
+        parts: dict[str, list[np.ndarray]] = {k: [] for k in ("ids", "depth", "subtree_end", "source", "index")}
+        size = 0
+        ends: list[tuple[int, int]] = []  # (position of a crown node, its subtree's end)
 
-    def emit(self, members: list[int], depth: int) -> None:
-        """Lay out ``members``: trees whose prefixes agree on their first ``depth`` tokens (laid out already)."""
-        first = self.prefixes[members[0]]
-        shared = min(self.prefixes[i].shape[0] for i in members)
-        for i in members[1:]:
-            shared = min(shared, common_length(first, self.prefixes[i]))
-        span = None
-        if shared > depth:
-            start = self.size
-            span = self._append(first[depth:shared], np.arange(depth, shared))
-            for i in members:
-                self.prefix_pos[i][depth:shared] = np.arange(start, self.size)
-        for i in members:
-            if self.prefixes[i].shape[0] == shared:
-                self._append_own(i)
-        groups: dict[int, list[int]] = {}
-        for i in members:
-            if self.prefixes[i].shape[0] > shared:
-                groups.setdefault(int(self.prefixes[i][shared]), []).append(i)
-        for group in groups.values():
-            self.emit(group, shared)
-        if span is not None:
-            self.parts["subtree_end"][span][:] = self.size  # everything laid out below the span descends from it
+        def own(i: int, r: int) -> None:
+            nonlocal size
+            tree = self.trees[i]
+            end = int(tree.subtree_end[r])
+            self.own_pos[i][r:end] = np.arange(size, size + end - r)
+            parts["ids"].append(tree.ids[r:end])
+            parts["depth"].append(tree.depth[r:end])
+            parts["subtree_end"].append(tree.subtree_end[r:end] - r + size)
+            parts["source"].append(np.full(end - r, i, dtype=np.int64))
+            parts["index"].append(np.arange(r, end, dtype=np.int64))
+            size += end - r
 
-    def _append(self, ids: np.ndarray, depth: np.ndarray) -> int:
-        """Add a run of tokens; returns its part index."""
-        self.parts["ids"].append(np.asarray(ids, dtype=np.int64))
-        self.parts["depth"].append(np.asarray(depth, dtype=np.int64))
-        self.parts["subtree_end"].append(np.zeros(len(ids), dtype=np.int64))
-        self.size += len(ids)
-        return len(self.parts["ids"]) - 1
+        # Iterative preorder over the trie: ("node", n) lays out a crown node and schedules its end.
+        stack: list[tuple[str, int]] = [("own", -1)] + [("node", n) for n in reversed(trie.roots)]
+        while stack:
+            kind, value = stack.pop()
+            if kind == "node":
+                self.node_pos[value] = size
+                parts["ids"].append(np.asarray([trie.ids[value]], dtype=np.int64))
+                parts["depth"].append(np.asarray([trie.depth[value]], dtype=np.int64))
+                parts["subtree_end"].append(np.zeros(1, dtype=np.int64))  # set when its subtree is laid out
+                parts["source"].append(np.asarray([-1], dtype=np.int64))
+                parts["index"].append(np.asarray([len(ends)], dtype=np.int64))
+                ends.append((size, -1))
+                size += 1
+                stack.append(("end", len(ends) - 1))
+                stack.append(("own", value))
+                stack.extend(("node", child) for child in reversed(trie.children[value]))
+            elif kind == "own":
+                for i, r in hang.get(value, []):
+                    own(i, r)
+            else:
+                ends[value] = (ends[value][0], size)
+        self.size = size
+        cat = {k: (np.concatenate(v) if v else np.zeros(0, dtype=np.int64)) for k, v in parts.items()}
+        crown_tok = cat["source"] < 0
+        cat["subtree_end"][crown_tok] = np.asarray([end for _, end in ends], dtype=np.int64)[cat["index"][crown_tok]]
+        self.cat = cat
+        self.nodes = nodes
 
-    def _append_own(self, i: int) -> None:
-        tree, cut = self.trees[i], self.prefixes[i].shape[0]
-        offset = self.size - cut
-        self.own_start[i] = self.size
-        if tree.num_tokens == cut:
-            return
-        part = self._append(tree.ids[cut:], tree.depth[cut:])
-        self.parts["subtree_end"][part][:] = tree.subtree_end[cut:] + offset
-
-    def map_index(self, i: int, index: np.ndarray, offset: int) -> np.ndarray:
-        """Tree ``i``'s token indices in the merged layout (prefix tokens via the trie, own tokens shifted)."""
-        cut = self.prefixes[i].shape[0]
-        inside = (index >= 0) & (index < cut)
-        mapped = np.where(index >= cut, index + offset, index)
-        mapped[inside] = self.prefix_pos[i][index[inside]]
-        return mapped
+    def map_index(self, i: int, index: np.ndarray) -> np.ndarray:
+        """Tree ``i``'s token indices in the merged layout (crown tokens via the trie, the rest as laid out)."""
+        index = np.asarray(index, dtype=np.int64)
+        node = self.nodes[i][index]
+        return np.where(node >= 0, self.node_pos[np.maximum(node, 0)], self.own_pos[i][index])
 
     def batch(self, chunk_tokens: int | None) -> PackedBatch:
-        trees = self.trees
-        n = self.size
-        own = [slice(int(self.own_start[i]), int(self.own_start[i]) + t.num_tokens - self.prefixes[i].shape[0]) for i, t in enumerate(trees)]
+        trees, cat, n = self.trees, self.cat, self.size
+        source, index = cat["source"], cat["index"]
 
         def spread(name: str, fill: float | int | bool, dtype: type) -> np.ndarray:
             out = np.full(n, fill, dtype=dtype)
             for i, tree in enumerate(trees):
-                out[own[i]] = getattr(tree, name)[self.prefixes[i].shape[0] :]
+                at = source == i
+                out[at] = getattr(tree, name)[index[at]]
             return out
 
         def edges(name: str) -> np.ndarray:
-            parts = [self.map_index(i, getattr(t, name), int(self.own_start[i]) - self.prefixes[i].shape[0]) for i, t in enumerate(trees)]
+            parts = [self.map_index(i, getattr(t, name)) for i, t in enumerate(trees)]
             return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
 
-        def cat(name: str) -> np.ndarray:
+        def cat_edges(name: str) -> np.ndarray:
             return np.concatenate([getattr(t, name) for t in trees]) if trees else np.zeros(0)
 
+        # Where each tree's own tokens start: its first token that no other tree of the batch shares.
+        users = np.zeros(len(self.node_pos), dtype=np.int64)
+        for nodes in self.nodes:
+            users[np.unique(nodes[nodes >= 0])] += 1
+        first_own = []
+        for i, tree in enumerate(trees):
+            node = self.nodes[i]
+            alone = (node < 0) | (users[np.maximum(node, 0)] == 1)
+            first_own.append(int(self.map_index(i, np.flatnonzero(alone)).min()) if alone.any() else n)
         return PackedBatch(
             execution_ids=[tree.execution_id for tree in trees],
-            ids=np.concatenate(self.parts["ids"]) if self.parts["ids"] else np.zeros(0, dtype=np.int64),
-            depth=np.concatenate(self.parts["depth"]) if self.parts["depth"] else np.zeros(0, dtype=np.int64),
-            subtree_end=np.concatenate(self.parts["subtree_end"]) if self.parts["subtree_end"] else np.zeros(0, dtype=np.int64),
+            ids=cat["ids"].astype(np.int64),
+            depth=cat["depth"].astype(np.int64),
+            subtree_end=cat["subtree_end"].astype(np.int64),
             is_policy=spread("is_policy", False, bool),
             behavior_logprob=spread("behavior_logprob", 0.0, np.float32),
             weight_version=spread("weight_version", -1, np.int64),
-            tree_ptr=np.append(self.own_start, n),
+            tree_ptr=np.asarray([*first_own, n], dtype=np.int64),
             edge_row=edges("edge_row"),
-            edge_label=cat("edge_label"),
+            edge_label=cat_edges("edge_label"),
             edge_target=edges("edge_target"),
-            w_plus=cat("w_plus"),
-            w_minus=cat("w_minus"),
-            w_tok=cat("w_tok"),
+            w_plus=cat_edges("w_plus"),
+            w_minus=cat_edges("w_minus"),
+            w_tok=cat_edges("w_tok"),
             path_tokens=sum(tree.path_token_count() for tree in trees),
             chunk_tokens=chunk_tokens,
         )

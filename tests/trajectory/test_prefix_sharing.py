@@ -14,7 +14,7 @@ from gyre.models import load_model
 from gyre.protocol import CallRecord, Execution
 from gyre.replica.step import StepConfig, microbatch_backward, proximal_logprobs
 from gyre.trajectory import assign_loss_weights, build_tree, pack_trees
-from gyre.trajectory.sharing import merge_trees, shareable_prefix
+from gyre.trajectory.sharing import merge_trees, merged_positions, shareable_prefix
 from gyre.trajectory.synthetic import WorkloadSpec, synthetic_execution
 
 SPEC = WorkloadSpec(turns=3, system_tokens=6, task_tokens=5, response_tokens=(2, 5), tool_tokens=(1, 4),
@@ -95,18 +95,51 @@ def test_merged_micro_batch_equals_each_tree_alone(model64, backend):
 
 
 def test_merged_layout_keeps_every_token_and_ancestry():
-    trees = step_trees(seed=5)
+    trees = step_trees(seed=5) + sub_agent_trees(seed=5)
     batch = merge_trees(trees)
     # Each tree's root-to-leaf token sequences (ids by depth) are found unchanged in the merged layout.
-    for tree, own_start in zip(trees, batch.tree_ptr[:-1]):
-        cut = shareable_prefix(tree)
-        assert np.array_equal(batch.ids[own_start : own_start + tree.num_tokens - cut], tree.ids[cut:])
-        assert np.array_equal(batch.depth[own_start : own_start + tree.num_tokens - cut], tree.depth[cut:])
-        for leaf in tree.leaves:
-            path = tree.ids[tree.path_indices(list(tree.leaves).index(leaf))]
-            merged_leaf = own_start + leaf - cut
-            ancestors = np.flatnonzero((np.arange(batch.num_tokens) <= merged_leaf) & (batch.subtree_end > merged_leaf))
-            assert np.array_equal(batch.ids[ancestors], path)
+    for tree, position in zip(trees, merged_positions(trees)):
+        assert np.array_equal(batch.ids[position], tree.ids) and np.array_equal(batch.depth[position], tree.depth)
+        assert np.array_equal(batch.is_policy[position], tree.is_policy)
+        for path in range(tree.num_paths):
+            leaf = position[tree.leaves[path]]
+            ancestors = np.flatnonzero((np.arange(batch.num_tokens) <= leaf) & (batch.subtree_end > leaf))
+            assert np.array_equal(batch.ids[ancestors], tree.ids[tree.path_indices(path)])
+
+
+def sub_agent_trees(seed: int, count: int = 4) -> list:
+    """Executions whose sub-agents open with their own system prompt: each tree forks after its first token,
+    so its leading run of shared context is one token, while both prompts are shared with the other trees."""
+    rng = np.random.default_rng(seed)
+    main_system, sub_system = (rng.integers(20, 2000, size=n).tolist() for n in (12, 9))
+    executions = []
+    for i in range(count):
+        execution = synthetic_execution(f"s{i}", SPEC, seed * 10 + i)
+        for call in execution.calls:
+            call.prompt_ids = [1] + (sub_system if call.agent == "sub" else main_system) + call.prompt_ids
+        executions.append(execution)
+    trees = []
+    for execution in executions:
+        tree = build_tree(execution.calls, execution.id)
+        assign_loss_weights(tree, rng.normal(0, 1, tree.num_paths), num_executions=count)
+        trees.append(tree)
+    return trees
+
+
+@pytest.mark.parametrize("backend", ["dense", "block"])
+def test_sub_agent_prompts_are_shared_across_trees_exactly(model64, backend):
+    trees = sub_agent_trees(seed=11)
+    assert all(shareable_prefix(tree) == 1 for tree in trees)  # the leading run alone would share one token
+    set_behaviour_near_model(model64, trees, np.random.default_rng(1))
+    merged = pack_trees(trees, 10**9)
+    assert len(merged) == 1
+    # Both system prompts are laid out once for the four trees.
+    assert merged[0].num_tokens <= sum(t.num_tokens for t in trees) - 3 * (1 + 12 + 9), merged[0].num_tokens
+    alone_loss, alone_grads = loss_and_grads(model64, [merge_trees([t]) for t in trees], backend)
+    merged_loss, merged_grads = loss_and_grads(model64, merged, backend)
+    assert abs(merged_loss - alone_loss) <= 1e-9 * max(1.0, abs(alone_loss))
+    for name, grad in alone_grads.items():
+        assert torch.allclose(merged_grads[name], grad, rtol=1e-6, atol=1e-8), name
 
 
 def test_sharing_fits_more_trees_per_micro_batch():
