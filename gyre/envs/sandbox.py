@@ -235,6 +235,7 @@ class Launch:
         private_tmp: str | None,
         preexec: Any = None,
         pass_fds: tuple[int, ...] = (),
+        shared_fds: tuple[int, ...] = (),
         cpu_cgroup: CpuCgroup | None = None,
         memory_limit: int | None = None,
         disk_limit: int | None = None,
@@ -249,7 +250,8 @@ class Launch:
         self.max_processes = max_processes
         self.private_tmp = private_tmp
         self.preexec = preexec
-        self.pass_fds = pass_fds  # inherited by the spawned process (bwrap's --args), closed by `close`
+        self.owned_fds = pass_fds  # bwrap's --args: inherited by the spawned process, closed by `close`
+        self.pass_fds = pass_fds + shared_fds  # all it inherits; the caller's own (shared) ones stay open
         self.cpu_cgroup = cpu_cgroup
         self.memory_limit = memory_limit  # bytes of resident memory of the whole tree
         self.disk_limit = disk_limit  # bytes on disk under ``writable``
@@ -401,12 +403,12 @@ class Launch:
         stripped = ownership.strip_privileged_bits(self.writable)
         if stripped:
             log.warning("sandbox: cleared setuid/setgid bits or removed device nodes left by a command: %s", stripped[:5])
-        for fd in self.pass_fds:
+        for fd in self.owned_fds:
             try:
                 os.close(fd)
             except OSError:
                 pass
-        self.pass_fds = ()
+        self.owned_fds = self.pass_fds = ()
 
 
 class _Watchdog:
@@ -586,6 +588,7 @@ class Sandbox:
         cwd: str | None = None,
         network: bool | None = None,
         forward: Forward | None = None,
+        pass_fds: Sequence[int] = (),
     ) -> Launch:
         """Build (but do not start) the sandboxed command.
 
@@ -593,7 +596,8 @@ class Sandbox:
         workspace appears inside a bwrap sandbox (host path when None). ``cwd`` is a folder relative to
         the workspace to start in. ``env`` is added to a clean environment (the host's is not inherited).
         ``network`` overrides ``self.network``; ``forward`` makes one host service reachable (see
-        `Forward`): the process kind refuses it unless ``allow_unisolated``.
+        `Forward`): the process kind refuses it unless ``allow_unisolated``. ``pass_fds`` are the caller's
+        open files the command inherits (at the same numbers); the caller closes them.
         """
         workspace_path = Path(workspace).absolute()
         if not workspace_path.is_dir():
@@ -627,7 +631,7 @@ class Sandbox:
             self._hand_over(owner, workspace_path, mounts, forward)
         # Everything that can fail is checked above; only now take resources that need cleaning up.
         limit_argv, preexec = self._limit_prefix()
-        pass_fds: tuple[int, ...] = ()
+        owned_fds: tuple[int, ...] = ()
         if kind == "bwrap":
             inner_cwd = inner_ws if not cwd else os.path.join(inner_ws, cwd)
             stage = _Stage(owner is not None)
@@ -637,7 +641,7 @@ class Sandbox:
                 forwarder = [sys.executable, "-I", "-S", f"{FORWARD_DIR}/forward.py", forward.host, str(forward.port), inner_socket, "--"]
                 command_argv = forwarder + command_argv
             args_fd = _args_fd(options)  # read by bwrap: its options stay out of every cmdline
-            pass_fds = (args_fd,)
+            owned_fds = (args_fd,)
             enter = stage.enter(*owner) if owner is not None else []
             body = limit_argv + enter + [_bwrap_exe(), "--args", str(args_fd), "--"] + command_argv
             host_cwd, private_tmp = "/", None
@@ -677,7 +681,8 @@ class Sandbox:
             max_processes=max_watch,
             private_tmp=private_tmp,
             preexec=preexec,
-            pass_fds=pass_fds,
+            pass_fds=owned_fds,
+            shared_fds=tuple(pass_fds),
             memory_limit=None if self.total_memory_mb is None else self.total_memory_mb << 20,
             disk_limit=None if self.disk_mb is None else self.disk_mb << 20,
             writable=tuple(dict.fromkeys(writable)),
@@ -810,9 +815,12 @@ class Sandbox:
         cwd: str | None = None,
         input: str | bytes | None = None,
         network: bool | None = None,
+        pass_fds: Sequence[int] = (),
     ) -> SandboxResult:
         """Run ``command`` in the sandbox and wait for it (at most ``timeout`` or ``self.timeout`` s)."""
-        launch = self.prepare(command, workspace, env=env, mounts=mounts, workdir=workdir, cwd=cwd, network=network)
+        launch = self.prepare(
+            command, workspace, env=env, mounts=mounts, workdir=workdir, cwd=cwd, network=network, pass_fds=pass_fds
+        )
         wall = self.timeout if timeout is None else timeout
         start = time.monotonic()
         proc = launch.start(stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL)

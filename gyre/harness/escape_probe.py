@@ -22,7 +22,11 @@ writable); ``env_forbidden`` / ``cmdline_forbidden`` [text...] host paths that m
 environment / in /proc/1/cmdline; ``host_markers`` [text...] command-line text of host processes that must not be
 visible; ``workspace_forbidden`` [name...] file names (hidden tests) that must not be in the workspace;
 ``other_key`` another execution's key the gate must refuse; ``gate_socket`` the gate's socket path as
-seen inside; ``gate`` false to skip the attempts on the way to the proxy.
+seen inside; ``gate`` false to skip the attempts on the way to the proxy; ``privilege`` true to try for
+host root: write host-global kernel settings under /proc/sys, make a nested user namespace, and leave a
+setuid copy of ``id``, a setgid folder, a device node and a plain file in the workspace and the control
+folder (`ProbeHarness` adds their host paths, ``privilege_dirs``; the host judges what it finds there once
+the execution has ended: a privileged mode bit, a device, or a file owned by the host's root).
 """
 
 from __future__ import annotations
@@ -55,8 +59,12 @@ class ProbeHarness:
     def command(self, ctx: Any) -> Any:
         from gyre.harness.harnesses import Command
 
+        spec = dict(self.spec)
+        if spec.get("privilege"):  # (inside, host) pairs of the folders it may write
+            workspace_host = ctx.control_host.parent / "workspace"
+            spec["privilege_dirs"] = [[ctx.workspace, str(workspace_host)], [ctx.control, str(ctx.control_host)]]
         (ctx.control_host / "escape_probe.py").write_text(Path(__file__).read_text())
-        (ctx.control_host / "probe_spec.json").write_text(json.dumps(self.spec))
+        (ctx.control_host / "probe_spec.json").write_text(json.dumps(spec))
         env = {"OPENAI_BASE_URL": ctx.openai_base_url, "OPENAI_API_KEY": ctx.api_key}
         return Command([sys.executable, "-I", f"{ctx.control}/escape_probe.py", f"{ctx.control}/probe_spec.json"], env)
 
@@ -77,12 +85,33 @@ def results(log_text: str) -> list[dict[str, Any]]:
 
 
 def judge(lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Settle the attempts only the host can judge: a write escaped iff the file exists on the host."""
+    """Settle the attempts only the host can judge: a write escaped iff the file exists on the host; a
+    privileged file iff the host finds it setuid/setgid, a device, or owned by its root."""
     for line in lines:
         if line.get("host_check"):
             line["escaped"] = os.path.exists(line["host_check"])
             line["detail"] += f"; on the host: {'written' if line['escaped'] else 'absent'}"
+        if line.get("host_check_privileged"):
+            line["escaped"], found = _privileged_on_host(line["host_check_privileged"])
+            line["detail"] += f"; on the host: {found}"
     return lines
+
+
+def _privileged_on_host(path: str) -> tuple[bool, str]:
+    import stat
+
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        return False, "absent"
+    mode = info.st_mode
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return True, "a device node"
+    if mode & (stat.S_ISUID | stat.S_ISGID):
+        return True, f"mode {stat.filemode(mode)} owned by uid {info.st_uid}"
+    if info.st_uid == 0:
+        return True, f"owned by the host's root (mode {stat.filemode(mode)})"
+    return False, f"mode {stat.filemode(mode)} owned by uid {info.st_uid}"
 
 
 # ---------------------------------------------------------------------------------------------- inside
@@ -292,12 +321,75 @@ def _file_attempts(spec: dict[str, Any]) -> None:
         _attempt("hidden tests in the workspace before scoring", hidden)
 
 
+def _privilege_attempts(spec: dict[str, Any]) -> None:
+    def proc_sys() -> tuple[bool, str]:
+        writable, tried = [], 0
+        for folder, dirs, files in os.walk("/proc/sys"):
+            if folder == "/proc/sys":
+                dirs[:] = [d for d in dirs if d != "net"]  # per network namespace: the sandbox's own
+            for name in files:
+                tried += 1
+                try:
+                    os.close(os.open(os.path.join(folder, name), os.O_WRONLY))
+                    writable.append(os.path.join(folder, name))
+                except OSError:
+                    pass
+        return bool(writable), f"{len(writable)} of {tried} host-global /proc/sys files open for writing: {writable[:3]}"
+
+    def nested_userns() -> tuple[bool, str]:
+        import ctypes
+
+        pid = os.fork()
+        if pid == 0:  # the child tries, so the probe itself stays where it is
+            libc = ctypes.CDLL(None, use_errno=True)
+            os._exit(0 if libc.unshare(0x10000000) == 0 else 1)  # CLONE_NEWUSER
+        _, status = os.waitpid(pid, 0)
+        made = os.waitstatus_to_exitcode(status) == 0
+        return made, "a nested user namespace was created" if made else "unshare(CLONE_NEWUSER) refused"
+
+    _attempt("write host-global /proc/sys settings", proc_sys)
+    _attempt("create a nested user namespace", nested_userns)
+    for inside, host in spec.get("privilege_dirs", []):
+        def setuid(inside: str = inside) -> tuple[bool, str]:
+            target = os.path.join(inside, ".probe_setuid_id")
+            with open("/usr/bin/id", "rb") as source, open(target, "wb") as copy:
+                copy.write(source.read())
+            os.chmod(target, 0o6755)
+            return False, f"setuid+setgid copy of id left at {target}"
+
+        def setgid_dir(inside: str = inside) -> tuple[bool, str]:
+            target = os.path.join(inside, ".probe_setgid_dir")
+            os.mkdir(target)
+            os.chmod(target, 0o2777)
+            return False, f"setgid folder left at {target}"
+
+        def device(inside: str = inside) -> tuple[bool, str]:
+            import stat
+
+            target = os.path.join(inside, ".probe_device")
+            os.mknod(target, stat.S_IFCHR | 0o666, os.makedev(1, 3))
+            return False, f"character device made at {target}"
+
+        def owner(inside: str = inside) -> tuple[bool, str]:
+            target = os.path.join(inside, ".probe_owner")
+            Path(target).write_text("whose?")
+            return False, f"uid inside: {os.getuid()}"
+
+        for name, fn, file in (("leave a setuid root binary", setuid, ".probe_setuid_id"),
+                               ("leave a setgid folder", setgid_dir, ".probe_setgid_dir"),
+                               ("leave a device node", device, ".probe_device"),
+                               ("write files as the host's root", owner, ".probe_owner")):
+            _attempt(f"{name} in {inside}", fn, host_check_privileged=os.path.join(host, file))
+
+
 def main(argv: list[str]) -> int:
     spec = json.loads(Path(argv[0]).read_text()) if argv else {}
     if spec.get("gate", True):
         _gate_attempts(spec)
     _network_attempts(spec)
     _file_attempts(spec)
+    if spec.get("privilege"):
+        _privilege_attempts(spec)
     return 0
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 import os
 import socket
+import sys
 import threading
 from pathlib import Path
 
@@ -261,3 +262,64 @@ def test_cgroup_removed_after_run(tmp_path: Path) -> None:
     Sandbox(max_processes=10).run("true", tmp_path)
     after = {p.name for p in parent.iterdir() if p.name.startswith(f"gyre-sbx-{os.getpid()}-")}
     assert after == before
+
+
+# ---------------------------------------------------------------------------------------------- never host root
+
+ROOT_ONLY = pytest.mark.skipif(os.geteuid() != 0, reason="dropping to the sandbox user happens when Gyre runs as root")
+
+
+@needs_bwrap
+@ROOT_ONLY
+def test_commands_run_as_the_unprivileged_user(tmp_path: Path) -> None:
+    private = tmp_path / "private"  # a 0700 folder of root's, as pytest's own tmp and /root are
+    private.mkdir(mode=0o700)
+    sandbox = Sandbox(timeout=30)
+    result = sandbox.run(f"id -u; id -G; touch made; {sys.executable} -c 'print(42)'", private)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == [str(sandbox.uid), str(sandbox.gid), "42"]
+    assert (private / "made").stat().st_uid == sandbox.uid
+
+
+@needs_bwrap
+@ROOT_ONLY
+def test_host_kernel_settings_are_read_only(tmp_path: Path) -> None:
+    script = (
+        "import os\n"
+        "writable = []\n"
+        "for folder, dirs, files in os.walk('/proc/sys'):\n"
+        "    for name in files:\n"
+        "        try:\n"
+        "            os.close(os.open(os.path.join(folder, name), os.O_WRONLY))\n"
+        "            writable.append(name)\n"
+        "        except OSError:\n"
+        "            pass\n"
+        "print(len(writable), writable[:5])\n"
+    )
+    result = Sandbox(timeout=60).run(["python3", "-c", script], tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("0 "), result.stdout
+
+
+@needs_bwrap
+def test_no_nested_user_namespace(tmp_path: Path) -> None:
+    result = Sandbox(timeout=30).run("unshare --user true && echo MADE || echo REFUSED", tmp_path)
+    assert result.stdout.strip() == "REFUSED", result.output
+
+
+@needs_bwrap
+@ROOT_ONLY
+def test_nothing_privileged_is_left_on_the_host(tmp_path: Path) -> None:
+    control = tmp_path / "control"
+    control.mkdir()
+    script = (
+        "for d in . /ctl; do cp /usr/bin/id $d/id && chmod 6755 $d/id; mkdir $d/shared && chmod 2777 $d/shared; "
+        "mknod $d/null c 1 3 2>/dev/null; ls -l $d/id; done"
+    )
+    (tmp_path / "ws").mkdir()
+    result = Sandbox(timeout=30).run(script, tmp_path / "ws", mounts=[Mount(str(control), "/ctl", writable=True)])
+    assert "rws" in result.stdout  # it did set the bits inside
+    for folder in (tmp_path / "ws", control):
+        assert (folder / "id").stat().st_mode & 0o6000 == 0
+        assert (folder / "shared").stat().st_mode & 0o2000 == 0
+        assert not (folder / "null").exists()

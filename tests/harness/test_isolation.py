@@ -171,6 +171,21 @@ def test_agent_reaches_the_proxy_and_nothing_else(server, sandbox, builtin_tasks
 
 
 @needs_bwrap
+def test_agent_is_never_host_root(server, sandbox, builtin_tasks, tmp_path, no_leftover_processes) -> None:
+    """The agent cannot change host-global kernel settings, make a user namespace of its own, or leave a
+    setuid/setgid file, a device node or a root-owned file in the folders the host reads afterwards."""
+    bank = next(task for task in builtin_tasks["nl2repo"] if task.id == "bank")
+    execution, lines, _, log_text = run_probe(server, sandbox, {"gate": False, "privilege": True}, bank, tmp_path / "runs")
+    attempts = {line["name"]: line for line in lines if line["probe"] == "attempt"}
+    assert len(attempts) == 2 + 4 * 2, log_text[-3000:]  # /proc/sys, user namespace, 4 files in 2 folders
+    assert not [line for line in attempts.values() if line["escaped"]], attempts
+    workspace = Path(execution.workspace)
+    if os.geteuid() == 0:  # what the agent wrote is the unprivileged sandbox user's on the host
+        assert (workspace / ".probe_owner").stat().st_uid == sandbox.uid
+        assert (workspace / ".probe_setuid_id").stat().st_mode & 0o6000 == 0
+
+
+@needs_bwrap
 def test_the_probe_sees_a_shared_network(server, sandbox, builtin_tasks, tmp_path) -> None:
     """Control: with the host's network shared (env.sandbox.network=true) the same probe reaches the
     listener, so the test above fails if isolation is lost."""

@@ -39,12 +39,15 @@ def run_tests(
     env: Mapping[str, str] | None = None,
     mounts: Sequence[Mount] = (),
     timeout: float | None = None,
+    pass_fds: Sequence[int] = (),
 ) -> SandboxResult:
     """Run one test command under the task's test timeout; raise `EvaluationError` on timeout or
     when the sandbox cannot run it."""
     limit = task.test_timeout if timeout is None else timeout
     try:
-        result = sandbox.run(command, workspace, timeout=limit, env=env, mounts=mounts, workdir=task.workdir)
+        result = sandbox.run(
+            command, workspace, timeout=limit, env=env, mounts=mounts, workdir=task.workdir, pass_fds=pass_fds
+        )
     except SandboxError as exc:
         raise EvaluationError(task.id, "crash", f"sandbox could not run the tests: {exc}") from exc
     if result.timed_out:
@@ -69,7 +72,7 @@ def run_guarded_tests(
     with GuardedRun(sandbox) as guard:
         result = run_tests(
             task, sandbox, command, workspace, env=guard.env(dict(env or {})), mounts=[*mounts, *guard.mounts()],
-            timeout=timeout,
+            timeout=timeout, pass_fds=guard.pass_fds(),
         )
         return result, guard.read()
 

@@ -5,14 +5,18 @@ The scoring sandbox puts ``runtime/bin`` first on the test command's PATH, so ``
 and no PYTHONPATH, imports pytest and its plugins from the installed packages, and only then adds the
 workspace to ``sys.path`` (so a ``pytest.py``, ``_pytest/``, ``sitecustomize.py`` or a stdlib-named module
 in the workspace cannot stand in for the runner). Its report plugin writes each test's outcome by node id
-to a folder mounted for this run only (`TestReport`); scorers read that, never a count printed on stdout
-or an exit code. Test infrastructure the agent could plant in its workspace is reset before the run
+to a file the command inherits as an open descriptor (`TestReport`): the file is in a root-only folder of
+the host that is not mounted in the sandbox, and the descriptor's number leaves the environment before
+anything of the workspace runs. Scorers read that, never a count printed on stdout or an exit code. Test
+infrastructure the agent could plant in its workspace is reset before the run
 (`gyre.envs.scorers.infra`), and the hidden tests are sealed so the code under test cannot rewrite them
 (`gyre.envs.ownership.seal`).
 
-What this cannot stop: code the tests import runs inside the pytest process, so it could patch pytest
-itself in memory. That takes a deliberate attack on pytest's internals rather than a planted file, and is
-left to review of what the policy learns (the trained-on executions keep their workspaces on request).
+What this cannot stop: code the tests import runs inside the pytest process, so it could patch pytest in
+memory, or find the report's descriptor among the process's open files (programs a test command starts
+inherit it too, as open files do) and write lines in the report's format to it. Both take a deliberate
+attack on the runner's internals rather than a planted file; they are left to review of what the policy
+learns (executions keep their workspaces with ``harness.execution.keep_workspaces``).
 
 A command that runs pytest some other way (an absolute interpreter path, ``uv run``) writes no report and
 scores nothing: task authors call ``python``/``python3``/``pytest`` from PATH.
@@ -23,7 +27,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import stat
 import sys
 import tempfile
 from dataclasses import dataclass, field
@@ -33,8 +36,7 @@ from gyre.envs.sandbox import Mount, Sandbox, command_path
 
 RUNTIME = Path(__file__).with_name("runtime")
 RUNTIME_TARGET = "/gyre_scoring"
-REPORTS_TARGET = "/gyre_scoring_reports"
-MAX_REPORT_BYTES = 64 << 20  # what is read of a run's reports at most (the code under test can write there)
+MAX_REPORT_BYTES = 64 << 20  # what is read of a run's report at most
 STATUSES = frozenset({"PASSED", "FAILED", "ERROR", "SKIPPED", "XFAIL", "XPASS"})
 
 
@@ -79,63 +81,60 @@ def _within(path: str, roots: list[str]) -> bool:
 
 
 class GuardedRun:
-    """One test command's guard: the runtime and a fresh report folder mounted, PATH set (a context
-    manager: the report folder is removed on exit)."""
+    """One test command's guard: the runtime mounted, PATH set, and the report file open for the command
+    to inherit (a context manager: the report is removed on exit)."""
 
     def __init__(self, sandbox: Sandbox) -> None:
         self.sandbox = sandbox
-        self.reports = Path(tempfile.mkdtemp(prefix="gyre-scoring-reports-"))
-        owner = sandbox.runs_as()
-        if owner is not None:
-            os.chown(self.reports, *owner)
+        self.folder = Path(tempfile.mkdtemp(prefix="gyre-scoring-report-"))  # 0700, root's: not the command's
+        self.path = self.folder / "report.jsonl"
+        self.fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
 
     def __enter__(self) -> GuardedRun:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        shutil.rmtree(self.reports, ignore_errors=True)
+        self._close()
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+    def _close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
 
     def mounts(self) -> list[Mount]:
-        return [Mount(str(RUNTIME), RUNTIME_TARGET), Mount(str(self.reports), REPORTS_TARGET, writable=True)]
+        return [Mount(str(RUNTIME), RUNTIME_TARGET)]
+
+    def pass_fds(self) -> tuple[int, ...]:
+        return (self.fd,)
 
     def env(self, extra: dict[str, str] | None = None) -> dict[str, str]:
-        runtime, reports = (self.sandbox.visible_path(mount) for mount in self.mounts())
+        runtime = self.sandbox.visible_path(self.mounts()[0])
         env = dict(extra or {})
         env.update(
             PATH=f"{runtime}/bin{os.pathsep}{command_path()}",
             GYRE_SCORING_PYTHON=sys.executable,
-            GYRE_PYTEST_REPORT_DIR=reports,
+            GYRE_PYTEST_REPORT_FD=str(self.fd),
             PYTHONDONTWRITEBYTECODE="1",
         )
         return env
 
     def read(self) -> TestReport:
-        return read_reports(self.reports)
+        """What the command's pytest runs reported (once it has ended)."""
+        self._close()
+        return read_report(self.path)
 
 
-def read_reports(folder: Path) -> TestReport:
-    """Parse every report file in ``folder`` (regular files only, never through a symlink, bounded)."""
+def read_report(path: Path) -> TestReport:
+    """Parse a report file (bounded: `MAX_REPORT_BYTES`). Lines carry their pytest session's id; a
+    session's lines are read in order, and a later session's result for a node id wins."""
     report = TestReport()
-    budget = MAX_REPORT_BYTES
-    for name in sorted(os.listdir(folder)):
-        path = folder / name
-        try:
-            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-        except OSError:
-            report.problems.append(f"{name}: not a readable regular file")
-            continue
-        with os.fdopen(fd, "rb") as handle:
-            if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
-                report.problems.append(f"{name}: not a regular file")
-                continue
-            data = handle.read(budget + 1)
-        if len(data) > budget:
-            report.problems.append(f"reports exceed {MAX_REPORT_BYTES} bytes: the rest is ignored")
-            data = data[:budget]
-        budget -= len(data)
-        _parse(data, name, report)
-        if budget <= 0:
-            break
+    with open(path, "rb") as handle:
+        data = handle.read(MAX_REPORT_BYTES + 1)
+    if len(data) > MAX_REPORT_BYTES:
+        report.problems.append(f"the report exceeds {MAX_REPORT_BYTES} bytes: the rest is ignored")
+        data = data[:MAX_REPORT_BYTES]
+    _parse(data, path.name, report)
     return report
 
 

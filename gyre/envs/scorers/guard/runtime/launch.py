@@ -55,12 +55,17 @@ def pytest_args(name: str, args: list[str]) -> tuple[list[str], bool, list[str]]
 
 def main() -> int:
     name, args = os.path.basename(sys.argv[1]), sys.argv[2:]
+    report_fd = os.environ.pop("GYRE_PYTEST_REPORT_FD", "")  # not left for the code under test to find
     pythonpath = os.environ.pop("GYRE_SCORING_PYTHONPATH", "")
     if pythonpath:
         os.environ["PYTHONPATH"] = pythonpath  # what the command's children inherit
     found = pytest_args(name, args)
     if found is None:
+        if report_fd:
+            os.close(int(report_fd))  # a script the tests run does not get the report
         os.execv(sys.executable, [sys.executable, *args])
+    if not report_fd:  # a pytest started by the tests themselves: not the scorer's run, so unguarded
+        os.execv(sys.executable, [sys.executable, *(["-m", "pytest"] if name in PYTEST_MODULES else []), *args])
     arguments, with_cwd, warnings = found
     sys.dont_write_bytecode = sys.dont_write_bytecode or bool(os.environ.get("PYTHONDONTWRITEBYTECODE"))
     import_paths = ([os.getcwd()] if with_cwd else []) + [p for p in pythonpath.split(os.pathsep) if p]
@@ -70,7 +75,9 @@ def main() -> int:
     assert spec is not None and spec.loader is not None
     plugin_module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(plugin_module)
-    report = plugin_module.GyreReport(os.environ["GYRE_PYTEST_REPORT_DIR"], import_paths)
+    fd = os.dup(int(report_fd))  # close-on-exec: processes the tests start do not inherit the report
+    os.close(int(report_fd))
+    report = plugin_module.GyreReport(fd, import_paths)
     extra = [arg for warning in warnings for arg in ("-W", warning)]
     return int(pytest.main([*extra, *arguments], plugins=[report]))
 

@@ -1,7 +1,7 @@
 """A pytest plugin, loaded by ``launch.py`` inside a scoring sandbox: it puts the code under test on
-``sys.path`` only once pytest and its plugins are loaded, and writes each test's outcome to a report the
-scorer reads (JSON lines, one file per pytest process, appended and flushed as tests end, so a run cut
-short keeps what it finished).
+``sys.path`` only once pytest and its plugins are loaded, and writes each test's outcome to the report the
+scorer reads (JSON lines on an inherited file descriptor, each tagged with this session's id, written as
+tests end, so a run cut short keeps what it finished).
 
 Lines: ``{"event": "start", "rootdir": ...}``, ``{"event": "collected", "items": [{"nodeid", "path"}]}``,
 ``{"event": "result", "nodeid", "path", "status"}`` (PASSED, FAILED, ERROR, SKIPPED, XFAIL, XPASS) and
@@ -12,25 +12,24 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import sys
-import time
 
 import pytest
 
 
 class GyreReport:
-    def __init__(self, report_dir: str, import_paths: list[str]) -> None:
+    def __init__(self, report_fd: int, import_paths: list[str]) -> None:
+        self.fd = report_fd
         self.import_paths = import_paths
-        name = f"pytest-{os.getpid()}-{time.monotonic_ns()}.jsonl"
-        # O_EXCL | O_NOFOLLOW: never write through something already at this name.
-        fd = os.open(os.path.join(report_dir, name), os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-        self.out = os.fdopen(fd, "w", buffering=1)
+        self.session = secrets.token_hex(8)
         self.paths: dict[str, str] = {}
         self.status: dict[str, str] = {}
 
     def emit(self, **line: object) -> None:
-        self.out.write(json.dumps(line) + "\n")
-        self.out.flush()
+        data = (json.dumps({"session": self.session, **line}) + "\n").encode()
+        while data:  # the file is O_APPEND: one write per line keeps concurrent sessions' lines whole
+            data = data[os.write(self.fd, data):]
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_load_initial_conftests(self, early_config: pytest.Config) -> None:
