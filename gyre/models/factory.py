@@ -25,6 +25,15 @@ def resolve_model_path(path: str, tiny_overrides: dict[str, Any] | None = None) 
     return folder
 
 
+def resolve_device(device: str) -> str:
+    """A torch device name; ``auto`` is ``cuda`` where a GPU is visible, else ``cpu``."""
+    if str(device) != "auto":
+        return str(device)
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
 def load_tokenizer(path: str, tiny_overrides: dict[str, Any] | None = None):
     from transformers import AutoTokenizer
 

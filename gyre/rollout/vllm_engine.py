@@ -70,6 +70,7 @@ log = logging.getLogger(__name__)
 
 _WORKER_EXTENSION = "gyre.rollout.vllm_worker.GyreWorkerExtension"
 _FINISH = {"stop": "stop", "length": "length", "abort": "abort"}
+_KV_SLACK_TOKENS = 512
 
 
 class VLLMEngine:
@@ -139,7 +140,9 @@ class VLLMEngine:
             "max_model_len": max_context,
             "max_num_seqs": max_batch_size,
             "gpu_memory_utilization": gpu_memory_utilization,
-            "kv_cache_memory_bytes": (_kv_bytes_per_token(str(folder), dtype) * max_cached_tokens
+            # vLLM wants a little more than max_model_len tokens of KV (it rounds to blocks of up to 128
+            # tokens): _KV_SLACK_TOKENS on top keep a call of the full context servable.
+            "kv_cache_memory_bytes": (_kv_bytes_per_token(str(folder), dtype) * (max_cached_tokens + _KV_SLACK_TOKENS)
                                       if max_cached_tokens is not None else None),
             "tensor_parallel_size": tensor_parallel_size,
             "enforce_eager": enforce_eager,
