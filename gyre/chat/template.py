@@ -10,6 +10,9 @@ from typing import Any
 
 from gyre.chat.messages import Conversation, Message, Tool
 
+LONG_TEXT_CHARS = 16384  # texts this long are encoded with encode_batch, which releases the GIL
+COUNT_CHUNK_CHARS = 65536  # `count_text_tokens` encodes this much at a time (a bounded amount of memory)
+
 
 class ChatFormatError(ValueError):
     """The chat template refused the conversation (e.g. a misplaced system message); the message says why."""
@@ -39,6 +42,10 @@ class ChatTemplate:
         self.eos_text: str = str(tokenizer.eos_token)
         self._compiled = compiled_template(tokenizer.chat_template)
         self._variables = dict(tokenizer.special_tokens_map)
+        vocab = tokenizer.get_vocab() if hasattr(tokenizer, "get_vocab") else {}
+        # No token covers more characters than its longest vocabulary entry: a text longer than the context
+        # window times this cannot fit, and is refused without tokenising it (gyre.proxy.service).
+        self.max_token_chars: int | None = max(map(len, vocab), default=0) or None
 
     @property
     def stop_token_ids(self) -> tuple[int, ...]:
@@ -84,8 +91,21 @@ class ChatTemplate:
     def encode(self, text: str) -> list[int]:
         """Token IDs of ``text``; special-token markers in it (``<|im_start|>``) become their single IDs."""
         if self._fast is not None:
+            if len(text) >= LONG_TEXT_CHARS:  # same ids; the batch call lets other threads run meanwhile
+                return self._fast.encode_batch([text], add_special_tokens=False)[0].ids
             return self._fast.encode(text, add_special_tokens=False).ids
         return list(self.tokenizer.encode(text, add_special_tokens=False))
+
+    def count_text_tokens(self, text: str, stop_after: int | None = None) -> int:
+        """About how many tokens ``text`` is, counted in chunks (memory bounded by one chunk's encoding,
+        which costs the tokenizer ~100-200 bytes per token), stopping once past ``stop_after``. A chunk
+        boundary can split a token in two, so the count may exceed the exact one by one per chunk."""
+        total = 0
+        for start in range(0, len(text), COUNT_CHUNK_CHARS):
+            total += len(self.encode(text[start : start + COUNT_CHUNK_CHARS]))
+            if stop_after is not None and total > stop_after:
+                break
+        return total
 
     def decode(self, ids: list[int]) -> str:
         """Text of ``ids`` with special tokens kept: tool-call and think markers are content to the parser."""

@@ -255,7 +255,8 @@ class ExecutionRunner:
             if gate is not None:
                 detail["gate"] = {"relayed": gate.stats.relayed, "refused": dict(gate.stats.refused),
                                   "refused_routes": gate.stats.refused_routes,
-                                  "connections_over_limit": gate.stats.connections_over_limit}
+                                  "connections_over_limit": gate.stats.connections_over_limit,
+                                  "connections_displaced": gate.stats.connections_displaced}
                 await asyncio.to_thread(gate.close)
             if endpoint is not None:
                 calls = await asyncio.to_thread(endpoint.close, key, execution_id)

@@ -12,11 +12,14 @@ The agent can talk to the socket directly, so every rule is enforced here, on th
 - an accepted request is re-sent to the proxy with ``connection: close`` (one request per connection:
   nothing can be smuggled behind it) and the response is relayed back as it comes (streams included);
   a client that goes away closes the upstream connection, so the proxy aborts the call;
-- request heads must arrive within ``head_timeout_s`` and body bytes keep coming within it (slow
-  clients cannot hold connections forever), heads are at most 64 KiB and bodies at most
-  ``max_body_bytes`` (the proxy's own limit: refused here with its 413 rather than by a reset mid-upload),
-  and an execution has at most ``max_connections`` at once (more are closed on accept), so one sandbox
-  cannot exhaust the host's descriptors.
+- a request head must be complete within ``head_timeout_s`` of the connection's start (a deadline, not an
+  idle timer: trickling a byte at a time does not extend it) and body bytes keep coming within it; heads
+  are at most 64 KiB (`MAX_HEAD_BYTES`, counted exactly: 431 beyond) and bodies at most
+  ``max_body_bytes`` (the proxy's own limit: refused here with its 413 rather than by a reset mid-upload);
+- an execution has at most ``max_connections`` at once, so one sandbox cannot exhaust the host's
+  descriptors; when they are all taken, a new connection displaces the oldest one still sending its head
+  (``connections_displaced``), so half-sent heads cannot keep the execution's own calls out, and only
+  when none is in that state is the new one closed (``connections_over_limit``).
 
 All gates of a process run on one private event loop thread, started on first use.
 """
@@ -62,7 +65,7 @@ DROPPED_HEADERS = frozenset(
 READ_BYTES = 16384  # small reads, so h11's head limit applies within a read of its size
 DISCARD_BYTES, DISCARD_S = 4 << 20, 2.0  # what is read and dropped after a refusal, at most
 _REASONS = {400: "Bad Request", 401: "Unauthorized", 404: "Not Found", 408: "Request Timeout", 413: "Payload Too Large",
-            502: "Bad Gateway"}
+            431: "Request Header Fields Too Large", 502: "Bad Gateway"}
 
 
 class Refused(Exception):
@@ -83,6 +86,7 @@ class GateStats:
     refused: Counter = field(default_factory=Counter)
     refused_routes: list[str] = field(default_factory=list)  # the first few "METHOD target" refused
     connections_over_limit: int = 0
+    connections_displaced: int = 0  # half-sent heads closed to make room for a new connection
     active: int = 0
 
 
@@ -192,6 +196,7 @@ class Gate:
         self.stats = GateStats()
         self._server: asyncio.AbstractServer | None = None
         self._tasks: set[asyncio.Task[None]] = set()
+        self._heads: dict[asyncio.Task[None], None] = {}  # connections still sending their head, oldest first
         self._closed = False
 
     def close(self) -> None:
@@ -217,15 +222,23 @@ class Gate:
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         stats = self.stats
         if stats.active >= self.server.max_connections:
-            stats.connections_over_limit += 1
-            writer.close()
-            return
+            if not self._heads:
+                stats.connections_over_limit += 1
+                writer.close()
+                return
+            oldest = next(iter(self._heads))
+            del self._heads[oldest]
+            oldest.cancel()  # frees its slot when it ends; counted here so the new one fits now
+            stats.connections_displaced += 1
+            stats.active -= 1
+            self._tasks.discard(oldest)
         stats.active += 1
         task = asyncio.current_task()
         assert task is not None
         self._tasks.add(task)
+        self._heads[task] = None
         try:
-            await self._relay(reader, writer)
+            await self._relay(reader, writer, task)
         except Refused as refused:
             stats.refused[refused.reason] += 1
             with contextlib.suppress(ConnectionError, OSError, TimeoutError):
@@ -238,15 +251,23 @@ class Gate:
         except asyncio.CancelledError:
             pass
         finally:
-            stats.active -= 1
-            self._tasks.discard(task)
+            if task in self._tasks:  # (a displaced connection was counted out when it was displaced)
+                stats.active -= 1
+                self._tasks.discard(task)
+            self._heads.pop(task, None)
             writer.close()
 
-    async def _relay(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        incoming = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_HEAD_BYTES)
-        request = await self._next_event(incoming, reader)
+    async def _relay(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, task: asyncio.Task[None]) -> None:
+        incoming = _CountingConnection(h11.SERVER, max_incomplete_event_size=MAX_HEAD_BYTES)
+        deadline = asyncio.get_running_loop().time() + self.server.head_timeout_s
+        request = await self._next_event(incoming, reader, deadline)
+        self._heads.pop(task, None)
         if not isinstance(request, h11.Request):
             raise Refused(400, "malformed", "gyre gate: no HTTP request received")
+        head_bytes = incoming.received - len(incoming.trailing_data[0])
+        if head_bytes > MAX_HEAD_BYTES:
+            raise Refused(431, "head_too_large", f"gyre gate: request head is {head_bytes} bytes; the limit is "
+                                                 f"{MAX_HEAD_BYTES}")
         method, target = request.method.decode("ascii", "replace"), request.target.decode("ascii", "replace")
         path = target.split("?", 1)[0]
         if (method, path) not in API_ROUTES:
@@ -324,8 +345,11 @@ class Gate:
         except h11.LocalProtocolError as error:
             raise Refused(400, "malformed", f"gyre gate: malformed request body: {error}") from error
 
-    async def _next_event(self, connection: h11.Connection, reader: asyncio.StreamReader) -> Any:
-        """The next h11 event, reading as needed; a 408 when the client is too slow, 400 when malformed."""
+    async def _next_event(self, connection: h11.Connection, reader: asyncio.StreamReader,
+                          deadline: float | None = None) -> Any:
+        """The next h11 event, reading as needed; a 408 when the client is too slow (no data for
+        ``head_timeout_s``, or not done by ``deadline``), 400 when malformed."""
+        loop = asyncio.get_running_loop()
         while True:
             try:
                 event = connection.next_event()
@@ -333,10 +357,14 @@ class Gate:
                 raise Refused(400, "malformed", f"gyre gate: malformed HTTP request: {error}") from error
             if event is not h11.NEED_DATA:
                 return event
+            wait = self.server.head_timeout_s if deadline is None else deadline - loop.time()
             try:
-                data = await asyncio.wait_for(reader.read(READ_BYTES), self.server.head_timeout_s)
+                if wait <= 0:
+                    raise TimeoutError
+                data = await asyncio.wait_for(reader.read(READ_BYTES), wait)
             except TimeoutError as error:
-                raise Refused(408, "slow", f"gyre gate: no data for {self.server.head_timeout_s:g}s") from error
+                what = "the request head was not complete" if deadline is not None else "no data"
+                raise Refused(408, "slow", f"gyre gate: {what} within {self.server.head_timeout_s:g}s") from error
             connection.receive_data(data)
 
     async def _relay_response(self, upstream: asyncio.StreamReader, client_reader: asyncio.StreamReader,
@@ -358,6 +386,17 @@ class Gate:
             for task in (copying, watching):
                 task.cancel()
             await asyncio.gather(copying, watching, return_exceptions=True)
+
+
+class _CountingConnection(h11.Connection):
+    """h11's server side, counting the bytes received: h11 bounds an incomplete head, not a complete one
+    that arrived with its last read, so the head's exact size is checked from this count."""
+
+    received = 0
+
+    def receive_data(self, data: bytes) -> None:
+        self.received += len(data)
+        super().receive_data(data)
 
 
 async def _discard(reader: asyncio.StreamReader, limit: int) -> None:

@@ -214,8 +214,9 @@ class Messages:
         flags = {"stream": get_bool(body, "stream"), "message_id": f"msg_{secrets.token_hex(12)}"}
         return self.proxy.prepare_chat(execution, conversation, options, agent), flags
 
-    def count_tokens(self, body: dict[str, Any]) -> dict[str, Any]:
+    def count_tokens(self, execution: OpenExecution, body: dict[str, Any]) -> dict[str, Any]:
         get_str(body, "model", required=True)
+        self.proxy.charge_count_tokens(execution)
         return {"input_tokens": self.proxy.count_tokens(parse_conversation(body))}
 
     # ------------------------------------------------------------------ shapes

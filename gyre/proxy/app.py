@@ -5,6 +5,13 @@ Routes: ``GET /health``; OpenAI ``GET /v1/models``, ``POST /v1/chat/completions`
 ``/v1/messages`` use Anthropic's error shape, everything else OpenAI's; unknown paths (404) and wrong
 methods (405) too. Bodies are read with a size limit (413 beyond ``proxy.max_body_bytes``) and parsed by
 hand, so unknown fields are ignored and errors name the field.
+
+One execution cannot stall another's calls: a body whose JSON would cost many times its size to parse is
+refused before parsing (`gyre.proxy.body_cost`); a prompt too long for the context window is refused
+before tokenising (`Proxy.check_prompt_size`); large bodies are parsed and tokenised on a worker thread
+(the tokenizer releases the GIL for long texts) while the event loop serves other calls; and each
+execution's requests are prepared one at a time (``OpenExecution.chat_lock``), so a flood from one
+execution queues behind itself.
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import ClientDisconnect
 
 from gyre.chat.roles import AGENT_HEADER
+from gyre.proxy import body_cost
 from gyre.proxy.anthropic_messages import Messages
 from gyre.proxy.errors import ProxyError
 from gyre.proxy.openai_chat import ChatCompletions
@@ -57,19 +65,18 @@ def api_key(request: Request) -> str | None:
     return None
 
 
-async def read_body(request: Request, limit: int) -> bytes:
-    """The raw body, refusing (413) more than ``limit`` bytes whether or not Content-Length says so."""
+async def read_body(request: Request, limit: int) -> bytearray:
+    """The raw body, refusing (413) more than ``limit`` bytes whether or not Content-Length says so. One
+    buffer grown in place: joining parts would hold the body twice."""
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
         raise ProxyError("too_large", f"request body is {int(declared)} bytes; the limit is {limit} bytes (proxy.max_body_bytes)")
-    parts: list[bytes] = []
-    size = 0
+    body = bytearray()
     async for part in request.stream():
-        size += len(part)
-        if size > limit:
+        if len(body) + len(part) > limit:
             raise ProxyError("too_large", f"request body exceeds the limit of {limit} bytes (proxy.max_body_bytes)")
-        parts.append(part)
-    return b"".join(parts)
+        body += part
+    return body
 
 
 async def disconnected(request: Request) -> None:
@@ -116,12 +123,25 @@ class Routes:
             "/v1/messages/count_tokens": guarded(self.count_tokens),
         }
 
+    def parse(self, raw: bytearray) -> dict[str, Any]:
+        config = self.proxy.config
+        body_cost.check(raw, config.max_parse_memory_ratio, config.parse_memory_floor_mb << 20)
+        return parse_json_object(raw)
+
+    async def off_loop(self, raw: bytearray, work: Callable[[], Any]) -> Any:
+        """Run ``work`` (parsing and planning ``raw``) here when the body is small, else on a worker thread."""
+        if len(raw) < self.proxy.config.worker_thread_bytes:
+            return work()
+        return await asyncio.to_thread(work)
+
     async def generation(self, request: Request, name: str) -> Response:
         proxy = self.proxy
         execution = proxy.executions.get(api_key(request))
-        body = parse_json_object(await read_body(request, self.limit))
+        raw = await read_body(request, self.limit)
         api = self.apis[name]
-        call, flags = api.prepare(execution, body, request.headers.get(AGENT_HEADER))
+        agent = request.headers.get(AGENT_HEADER)
+        async with execution.chat_lock:
+            call, flags = await self.off_loop(raw, lambda: api.prepare(execution, self.parse(raw), agent))
         if flags["stream"]:
             await proxy.admit(call)  # backpressure as an HTTP status, before the stream starts
             return StreamingResponse(api.stream(call, flags), media_type="text/event-stream", headers=SSE_HEADERS)
@@ -140,9 +160,12 @@ class Routes:
         return json_response(api.response(call, run.result(), flags))
 
     async def count_tokens(self, request: Request) -> Response:
-        self.proxy.executions.get(api_key(request))
-        body = parse_json_object(await read_body(request, self.limit))
-        return json_response(self.apis["messages"].count_tokens(body))
+        execution = self.proxy.executions.get(api_key(request))
+        raw = await read_body(request, self.limit)
+        messages = self.apis["messages"]
+        async with execution.chat_lock:
+            counted = await self.off_loop(raw, lambda: messages.count_tokens(execution, self.parse(raw)))
+        return json_response(counted)
 
     async def models(self, request: Request) -> Response:
         self.proxy.executions.get(api_key(request))

@@ -29,6 +29,10 @@ class ProxyConfig:
     queue_timeout_s: float = 30.0
     retry_after_s: float = 1.0
     max_body_bytes: int = 32 * 1024 * 1024
+    max_parse_memory_ratio: float = 4.0
+    parse_memory_floor_mb: int = 8
+    worker_thread_bytes: int = 65536
+    max_count_tokens_calls: int = 4096
     context_window: int | None = None
     default_max_tokens: int | None = None
     max_tokens_cap: int | None = None
@@ -49,6 +53,10 @@ class ProxyConfig:
             "retry_after_s": self.retry_after_s > 0,
             "fsync_interval_s": self.fsync_interval_s >= 0,
             "max_body_bytes": self.max_body_bytes >= 1024,
+            "max_parse_memory_ratio": self.max_parse_memory_ratio >= 1,
+            "parse_memory_floor_mb": self.parse_memory_floor_mb >= 0,
+            "worker_thread_bytes": self.worker_thread_bytes >= 0,
+            "max_count_tokens_calls": self.max_count_tokens_calls >= 0,
             "context_window": self.context_window is None or self.context_window >= 2,
             "default_max_tokens": self.default_max_tokens is None or self.default_max_tokens >= 1,
             "max_tokens_cap": self.max_tokens_cap is None or self.max_tokens_cap >= 1,

@@ -10,7 +10,8 @@ from __future__ import annotations
 from typing import Any, Literal
 
 ErrorKind = Literal[
-    "invalid_request", "authentication", "not_found", "too_large", "overloaded", "unavailable", "internal"
+    "invalid_request", "authentication", "not_found", "too_large", "overloaded", "rate_limited", "unavailable",
+    "internal",
 ]
 
 _STATUS: dict[str, int] = {
@@ -19,6 +20,7 @@ _STATUS: dict[str, int] = {
     "not_found": 404,
     "too_large": 413,
     "overloaded": 429,
+    "rate_limited": 429,  # a per-execution budget is spent: retrying does not help
     "unavailable": 503,
     "internal": 500,
 }
@@ -28,6 +30,7 @@ _OPENAI_TYPE: dict[str, tuple[str, str | None]] = {
     "not_found": ("invalid_request_error", "not_found"),
     "too_large": ("invalid_request_error", "request_too_large"),
     "overloaded": ("rate_limit_exceeded", "rate_limit_exceeded"),
+    "rate_limited": ("rate_limit_exceeded", "budget_exceeded"),
     "unavailable": ("server_error", "service_unavailable"),
     "internal": ("server_error", None),
 }
@@ -37,6 +40,7 @@ _ANTHROPIC_TYPE: dict[str, str] = {
     "not_found": "not_found_error",
     "too_large": "request_too_large",
     "overloaded": "overloaded_error",
+    "rate_limited": "rate_limit_error",
     "unavailable": "api_error",
     "internal": "api_error",
 }

@@ -7,6 +7,7 @@ late calls cannot leak into another execution's records.
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import secrets
 from dataclasses import dataclass, field
@@ -28,6 +29,11 @@ class OpenExecution:
     roles: AgentClassifier
     calls: int = 0  # calls recorded so far
     inflight: int = 0  # calls started and not yet recorded or failed
+    count_tokens_calls: int = 0  # count_tokens requests answered or refused for size (not recorded calls)
+    # Held while a request of this execution is parsed and planned (maybe on a worker thread) and while a
+    # finished call is committed: the builder's state is touched by one of them at a time, and one
+    # execution's heavy requests queue behind each other instead of taking every thread.
+    chat_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     _seq: itertools.count = field(default_factory=itertools.count)
     _tag: str = field(default_factory=lambda: secrets.token_hex(3))
 

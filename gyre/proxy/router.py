@@ -29,11 +29,11 @@ from typing import Any
 
 from gyre.rollout.base import (
     EngineAsleepError,
-    common_prefix_length,
     Generation,
     KVState,
     RolloutEngine,
     SamplingParams,
+    common_prefix_length,
 )
 
 log = logging.getLogger(__name__)

@@ -34,6 +34,7 @@ from gyre.chat import (
     ToolCall,
     parse_output,
 )
+from gyre.chat.template import COUNT_CHUNK_CHARS
 from gyre.protocol import AGENT_ROLES, CallRecord
 from gyre.proxy.config import ProxyConfig
 from gyre.proxy.errors import ProxyError, bad_request
@@ -41,6 +42,8 @@ from gyre.proxy.executions import ExecutionRegistry, OpenExecution
 from gyre.proxy.recorder import RecordWriter
 from gyre.proxy.router import OverloadedError, Router
 from gyre.rollout.base import PromptTooLongError, SamplingError, SamplingParams
+
+COUNT_FIRST_CHARS_PER_TOKEN = 2  # messages longer than this many characters per window token are counted first
 
 
 @dataclass
@@ -136,6 +139,7 @@ class Proxy:
     # ------------------------------------------------------------------ step 1: prepare
 
     def prepare_chat(self, execution: OpenExecution, conversation: Conversation, options: GenOptions, agent_header: str | None) -> PreparedCall:
+        self.check_prompt_size(conversation)
         try:
             tag = execution.roles.classify(conversation, agent_header)
         except AgentHeaderError as error:
@@ -154,11 +158,55 @@ class Proxy:
             raise bad_request("prompt: must not be empty", "prompt")
         return self._prepare(execution, options, AgentTag(role, 0), prompt_ids, None)
 
+    def charge_count_tokens(self, execution: OpenExecution) -> None:
+        """Count one count_tokens request against the execution's budget (429 once it is spent): they are
+        not recorded calls, so ``max_calls`` does not bound them."""
+        limit = self.config.max_count_tokens_calls
+        if execution.count_tokens_calls >= limit:
+            raise ProxyError(
+                "rate_limited",
+                f"execution {execution.execution_id} has made its {limit} count_tokens requests "
+                "(proxy.max_count_tokens_calls)",
+            )
+        execution.count_tokens_calls += 1
+
     def count_tokens(self, conversation: Conversation) -> int:
+        """Tokens of ``conversation``'s prompt (a 400 when it could not fit the context window)."""
+        self.check_prompt_size(conversation)
         try:
             return self.template.count_tokens(conversation)
         except ChatFormatError as error:
             raise bad_request(str(error), "messages") from error
+
+    def check_prompt_size(self, conversation: Conversation) -> None:
+        """Refuse a conversation whose messages alone could not fit the context window, before tokenising
+        all of it (a tokenizer takes ~100-200 bytes of memory per token, and seconds per megabyte): past
+        ``window * template.max_token_chars`` characters it cannot fit at all; past ``window *
+        COUNT_FIRST_CHARS_PER_TOKEN`` its messages are counted in bounded chunks first."""
+        window, per_token = self.context_window(), self.template.max_token_chars
+        if window is None or per_token is None:
+            return
+        texts = [text for m in conversation.messages for text in (m.content, m.reasoning) if text]
+        texts += [call.arguments for m in conversation.messages for call in m.tool_calls]
+        chars = sum(map(len, texts))
+        if chars > window * per_token:
+            raise bad_request(
+                f"prompt is too long: its messages hold {chars} characters, more than a {window}-token context "
+                f"window can hold (at most {per_token} characters per token)",
+                "messages",
+            )
+        if chars <= window * COUNT_FIRST_CHARS_PER_TOKEN:
+            return
+        counted = 0
+        slack = len(texts) + chars // COUNT_CHUNK_CHARS  # a chunk boundary may split one token in two
+        for text in texts:
+            counted += self.template.count_text_tokens(text, stop_after=window + slack - counted)
+            if counted > window + slack:
+                raise bad_request(
+                    f"prompt is too long: its messages are more than {window} tokens (counted {counted} in "
+                    f"chunks), the context window is {window}",
+                    "messages",
+                )
 
     def _prepare(
         self, execution: OpenExecution, options: GenOptions, tag: AgentTag, prompt_ids: Sequence[int],
@@ -270,7 +318,8 @@ class Proxy:
         execution.calls += 1
         if call.plan is not None:
             ends_turn = stopped and bool(ids) and ids[-1] == self.template.eos_token_id
-            execution.builder.commit(call.plan, call.call_id, ids, assistant, stopped=ends_turn)
+            async with execution.chat_lock:  # a request of this execution may be planning on a worker thread
+                execution.builder.commit(call.plan, call.call_id, ids, assistant, stopped=ends_turn)
         return CallResult(
             call.call_id, record, text, assistant, finish, stop_sequence, len(call.prompt_ids), len(ids), generation.cached_tokens
         )

@@ -18,7 +18,7 @@ _MISSING = object()
 TOOL_NAME_RE = re.compile(r"^[A-Za-z0-9_.:\-]{1,128}$")
 
 
-def parse_json_object(raw: bytes) -> dict[str, Any]:
+def parse_json_object(raw: bytes | bytearray) -> dict[str, Any]:
     """The request body as a JSON object, or a 400 saying why it is not one."""
     try:
         data = json.loads(raw)

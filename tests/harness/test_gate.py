@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import select
 import socket
 import time
 from collections.abc import Iterator
@@ -141,8 +142,11 @@ def test_slow_clients_and_connection_floods_are_bounded(server, gate) -> None:
         sock.sendall(request("POST", "/v1/chat/completions", key, b"x" * 10)[:-5])
         time.sleep(1.0)
         assert status_of(sock.recv(65536)) == 408
-    held = [connect(opened) for _ in range(4)]  # the limit (max_connections=4), all idle
+    # Connections in their body (heads sent) fill the limit (max_connections=4): one more is closed on accept.
+    held = [connect(opened) for _ in range(4)]
     try:
+        for sock in held:
+            sock.sendall(request("POST", "/v1/chat/completions", key, b"x" * 100)[:-100])
         time.sleep(0.1)
         with connect(opened) as extra, contextlib.suppress(BrokenPipeError, ConnectionResetError):
             # Closed on accept: the send itself may already meet the closed socket.
@@ -154,6 +158,49 @@ def test_slow_clients_and_connection_floods_are_bounded(server, gate) -> None:
             sock.close()
     time.sleep(0.7)  # the idle ones time out and free their slots
     assert status_of(exchange(opened, request("GET", "/v1/models", key))) == 200
+
+
+def test_a_head_trickled_byte_by_byte_is_cut_at_the_deadline(server, gate) -> None:
+    """Each byte arrives within head_timeout_s of the last, yet the head must be done within head_timeout_s
+    of the connection's start (an idle timer would keep it open for as long as the client keeps sending)."""
+    opened, _, key = gate
+    head = request("POST", "/v1/chat/completions", key, b"x" * 10)
+    with connect(opened) as sock:
+        start = time.monotonic()
+        for byte in head[:-15]:
+            sock.sendall(bytes([byte]))
+            if select.select([sock], [], [], 0.1)[0]:  # the gate answered
+                break
+        answered = time.monotonic() - start
+        answer = sock.recv(65536)
+        assert status_of(answer) == 408 and b"not complete" in answer
+        assert answered < opened.server.head_timeout_s + 1.0, answered
+
+
+def test_half_sent_heads_do_not_keep_the_executions_calls_out(server, gate) -> None:
+    """All connections held by heads that never end: a new call displaces the oldest and goes through."""
+    opened, _, key = gate
+    held = [connect(opened) for _ in range(4)]  # the limit, each with a half-sent head
+    try:
+        for sock in held:
+            sock.sendall(b"GET /v1/models HTTP/1.1\r\nhost: x\r\n")
+        time.sleep(0.1)
+        assert status_of(exchange(opened, request("GET", "/v1/models", key))) == 200
+        assert opened.stats.connections_displaced >= 1 and opened.stats.connections_over_limit == 0
+    finally:
+        for sock in held:
+            sock.close()
+
+
+def test_the_head_limit_is_exact(server, gate) -> None:
+    opened, _, key = gate
+    padding = b"x-pad: " + b"a" * 1000 + b"\r\n"
+    base = request("GET", "/v1/models", key)
+    fits = base[:-2] + padding * ((65536 - len(base)) // len(padding)) + b"\r\n"
+    assert len(fits) <= 65536 and status_of(exchange(opened, fits)) == 200
+    over = base[:-2] + padding * 70 + b"\r\n"  # ~70 KiB, sent whole: h11 alone would take it
+    answer = exchange(opened, over)
+    assert status_of(answer) == 431 and b"65536" in answer
 
 
 def test_a_client_leaving_mid_stream_aborts_its_call(server, gate) -> None:

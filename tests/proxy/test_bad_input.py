@@ -253,7 +253,7 @@ def test_a_prompt_beyond_the_model_window_is_a_clear_400_in_each_api(server, pro
     window = proxy.context_window()
     assert window is not None
     text = "return value of the test file " * (window // 5)
-    tokens = proxy.count_tokens(proxy_conversation(text))
+    tokens = proxy.template.count_tokens(proxy_conversation(text))
     assert tokens > window, "the prompt must be longer than the window for this test"
     body = good_chat(messages=[{"role": "user", "content": text}])
     openai_error(post(server, CHAT, execution[1], body), 400, "prompt is too long", f"context window is {window}")
