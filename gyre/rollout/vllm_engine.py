@@ -33,6 +33,8 @@ Mapping of the protocol onto vLLM:
   the workers and requires ``load_weights`` after ``wake``. vLLM's CPU KV cache is allocated once at start
   (``max_cached_tokens``) and cannot be released. In both cases calls made while asleep raise
   ``EngineAsleepError`` at once, so a router sends them elsewhere.
+- Seeds: ``SamplingParams.seed`` gives a call its own generator. On a CPU, prompts are prefilled whole
+  (no chunked prefill): vLLM's CPU build cannot rewind a seeded generator after a partial prefill.
 - ``export_session``/``import_session``: vLLM has no API to read or inject one request's KV blocks, so
   there is nothing to move. Export returns the session's tokens with no tensors; import counts a
   ``kv_import_fallbacks`` and the next call recomputes, helped by vLLM's automatic prefix caching
@@ -152,6 +154,11 @@ class VLLMEngine:
             "logprobs_mode": "processed_logprobs",
             "worker_extension_cls": _WORKER_EXTENSION,
         }
+        if platform == "cpu":
+            # vLLM's CPU build cannot rewind a seeded call's generator when a chunked prefill discards a
+            # sampled token ("CPU Generator does not use offset" kills the engine): prefill prompts whole.
+            wanted["enable_chunked_prefill"] = False
+            wanted["max_num_batched_tokens"] = max(max_context or model_context, 2048)
         wanted.update(engine_args or {})
         known = {f.name for f in dataclasses.fields(AsyncEngineArgs)}
         for missing in sorted(set(wanted) - known):

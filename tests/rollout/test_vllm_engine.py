@@ -113,6 +113,24 @@ def test_concurrent_calls_and_prefix_cache(loop, engine):
     assert engine.stats()["prefix_hit_tokens"] == hits_before + again.cached_tokens
 
 
+def test_seeded_calls_with_long_prompts_together_are_reproducible(loop, engine):
+    """More prompt tokens at once than a step's budget, each call seeded (vLLM's CPU build died on this
+    with chunked prefill: "CPU Generator does not use offset")."""
+    prompts = [prompt(700, seed=30 + i) for i in range(6)]
+
+    async def main():
+        def sampling(i):
+            return SamplingParams(temperature=1.0, max_new_tokens=8, seed=100 + i)
+
+        first = await asyncio.gather(*[engine.generate(f"long{i}", ids, sampling(i)) for i, ids in enumerate(prompts)])
+        again = await asyncio.gather(*[engine.generate(f"again{i}", ids, sampling(i)) for i, ids in enumerate(prompts)])
+        return first, again
+
+    first, again = loop.run_until_complete(main())
+    assert [o.response_ids for o in first] == [o.response_ids for o in again]
+    assert all(len(o.response_ids) == 8 or o.finish_reason == "stop" for o in first)
+
+
 def test_abort_returns_partial_tokens(loop, engine):
     async def main():
         task = asyncio.ensure_future(
