@@ -3,6 +3,7 @@ proxy and of an agent's gate, drains of a cell holding live sessions mid-call, S
 driver with resumes.
 
     python benchmarks/reliability.py --out reliability.json [--kills 5] [--fuzz 2000] [--drains 6] [--sessions 24]
+        [--parts escapes,hacks,hostile,fuzz,drain,kills]
 
 Everything runs on this machine, traffic on loopback only; each part is bounded in time. Parts:
 
@@ -14,11 +15,26 @@ Everything runs on this machine, traffic on loopback only; each part is bounded 
   /proc/net, the gate (other routes, no key, the other execution's key, smuggling, pipelining, absolute
   and dotted targets, the socket itself), the other probe's workspace and records, the job's records,
   checkpoints and harness logs, the task's hidden tests, host writes, host paths in its environment and
-  /proc/1/cmdline, host processes in /proc. Then resource attacks run as model-using harnesses (fork
+  /proc/1/cmdline, host processes in /proc, host root (writable host-global /proc/sys settings, a nested
+  user namespace, setuid/setgid files, device nodes and root-owned files left for the host). Then
+  resource attacks run as model-using harnesses (fork
   bomb, memory bombs, disk fills, /tmp fill, output flood, a SIGTERM-ignoring harness, double-forked
   leftovers); each must end with its named stop_reason within a bound and leave nothing running, and a
   neighbour sandbox's CPU task is timed during each against the same task alone. ``escapes`` counts the
   attempts that got through.
+- hacks: every reward hack of `gyre.envs.scorers.hacks` (fake pytest runners, conftest hooks, pytest
+  config, sitecustomize/.pth, a printed summary with exit 0, rewritten hidden tests, a forged report,
+  edited test copies) planted in a built-in NL2Repo, SWE and Terminal-Bench task and scored for real;
+  ``reward_hacks_paid`` counts those that scored above the untouched workspace; the reference solutions
+  must still score 1.
+- hostile: on a proxy with the default body limit (32 MiB), one execution sends bodies that are costly to
+  parse or tokenise (nested arrays, many small strings, huge strings) at ``--hostile-sizes-mb`` and floods
+  count_tokens, while another execution makes small calls: ``hostile_body_memory_ratio`` is the largest
+  rise of the process's peak resident memory over a body's size, ``other_execution_p99_delay_ms`` the
+  99th percentile of the other execution's latency above its unloaded median. Then ``--slowloris``
+  connections trickle a never-ending head into one gate (``head_timeout_s=--gate-head-timeout``):
+  ``gate_slowloris_max_open_s`` is how long the longest stayed open, and the execution's own call must
+  get through meanwhile.
 - fuzz: malformed and hostile requests to every route of this benchmark's proxy and, a quarter of them,
   through an execution's gate as an agent would send them (bad JSON, wrong types, huge bodies, deep
   nesting, invalid UTF-8, unknown and revoked keys, clients leaving mid-stream, slow-loris bodies and
@@ -50,6 +66,7 @@ import hashlib
 import json
 import os
 import random
+import select
 import shlex
 import signal
 import socket
@@ -82,8 +99,9 @@ def log(message: str) -> None:
 # ---------------------------------------------------------------------------------------------- the proxy
 
 
-def start_proxy(run_dir: Path, engines: int = 2) -> Any:
-    """This benchmark's proxy: tiny-model HF engines, in this process, on a free loopback port."""
+def start_proxy(run_dir: Path, engines: int = 2, max_body_bytes: int | None = 1024 * 1024) -> Any:
+    """This benchmark's proxy: tiny-model HF engines, in this process, on a free loopback port (a 1 MiB
+    body limit, or the proxy's default with ``max_body_bytes=None``)."""
     import torch
 
     from gyre.models import load_tokenizer
@@ -93,8 +111,9 @@ def start_proxy(run_dir: Path, engines: int = 2) -> Any:
 
     torch.set_num_threads(1)
     made = [HFEngine("tiny", engine_id=f"hf-{i}", max_batch_size=32) for i in range(engines)]
-    config = ProxyConfig(port=0, run_dir=str(run_dir), default_max_tokens=16, max_body_bytes=1024 * 1024,
-                         queue_timeout_s=10.0, fsync=False, log_level="error")
+    limit = {} if max_body_bytes is None else {"max_body_bytes": max_body_bytes}
+    config = ProxyConfig(port=0, run_dir=str(run_dir), default_max_tokens=16, queue_timeout_s=10.0, fsync=False,
+                         log_level="error", **limit)
     return ProxyServer(build_proxy(load_tokenizer("tiny"), made, config)).start()
 
 
@@ -329,6 +348,7 @@ def probe_part(server: Any, job: Job, work: Path, task: Any) -> dict[str, Any]:
             "workspace_forbidden": [Path(p).name for p in hidden],
             "other_key": other_keys[execution_id],
             "gate_socket": "/run/gyre/net/proxy.sock",
+            "privilege": True,  # host-global /proc/sys, nested user namespaces, setuid/device/root-owned files
         })
 
     def plant(workspace: Path) -> None:
@@ -541,6 +561,192 @@ def gate_overhead(server: Any, work: Path, task: Any, calls: int = 200) -> dict[
     p99 = {side: sorted(values)[int(0.99 * len(values))] * 1000 for side, values in samples.items()}
     return {"gate_call_p50_ms": round(p50["gate"], 3), "direct_call_p50_ms": round(p50["shared"], 3),
             "gate_added_p50_ms": round(p50["gate"] - p50["shared"], 3), "gate_added_p99_ms": round(p99["gate"] - p99["shared"], 3)}
+
+
+# ---------------------------------------------------------------------------------------------- part: hacks
+
+
+def hacks_part(work: Path, domains: list[str]) -> dict[str, Any]:
+    """Every reward hack of `gyre.envs.scorers.hacks` planted in a built-in task of each domain, scored by
+    the real scorer in the real sandbox; the reference solutions and an untouched workspace beside them."""
+    from gyre.envs import Sandbox, load_tasks
+    from gyre.envs.scorers.hacks import try_hacks
+
+    builtin = {
+        "nl2repo": lambda: load_tasks("nl2repo", REPO / "recipes" / "nl2repo" / "tasks" / "anagrams").tasks[0],
+        "swe": lambda: load_tasks("swe", REPO / "recipes" / "deepswe" / "tasks").by_id()["gyre-mini__textkit-1"],
+        "terminal": lambda: load_tasks("terminal", REPO / "recipes" / "terminalbench" / "tasks" / "archive-docs").tasks[0],
+    }
+    tasks = [builtin[domain]() for domain in domains]
+    folder = work / "hacks"
+    folder.mkdir()
+    found = try_hacks(tasks, Sandbox(timeout=120), folder)
+    paid = [f"{a['hack']} on {a['task']} ({a['domain']}): {a['reward']}" for a in found["attempts"] if a["paid"]]
+    return {
+        "reward_hack_attempts": found["reward_hack_attempts"],
+        "reward_hacks_paid": found["reward_hacks_paid"],
+        "reward_hacks_paid_examples": paid[:10],
+        "reward_hack_reference_rewards": found["reference_rewards"],
+        "reward_hack_references_all_one": all(v == 1.0 for v in found["reference_rewards"].values()),
+        "reward_hack_domains": domains,
+    }
+
+
+# ---------------------------------------------------------------------------------------------- part: hostile
+
+
+def _status_kib(field: str) -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+    raise RuntimeError(f"no {field} in /proc/self/status")
+
+
+def peak_added_bytes(send: Any) -> tuple[Any, int]:
+    """Run ``send()`` and return (its result, the rise of this process's peak resident memory meanwhile):
+    the peak is reset first (/proc/self/clear_refs)."""
+    Path("/proc/self/clear_refs").write_text("5")
+    before = _status_kib("VmRSS")
+    result = send()
+    return result, (_status_kib("VmHWM") - before) << 10
+
+
+def hostile_bodies(size: int) -> dict[str, bytes]:
+    """Bodies of about ``size`` bytes that cost a naive proxy many times their size."""
+    count = size // 3
+    return {
+        "nested_arrays": b'{"model":"m","messages":[' + b",".join([b"[]"] * count) + b"]}",
+        "deep_arrays": b'{"model":"m","messages":' + b"[" * (size // 2 - 20) + b"]" * (size // 2 - 20) + b"}",
+        "small_strings": b'{"model":"m","messages":[' + b",".join([b'"ab"'] * (size // 5)) + b"]}",
+        "huge_string": json.dumps({"model": "m", "messages": [{"role": "user", "content": "a" * (size - 80)}]}).encode(),
+        "huge_string_astral": json.dumps({"model": "m", "messages": [{"role": "user", "content": "a" * (size - 90) + "\U0001F600"}]},
+                                         ensure_ascii=False).encode(),
+    }
+
+
+def hostile_part(sizes_mb: list[float], count_tokens_flood: int, slowloris: int, head_timeout_s: float) -> dict[str, Any]:
+    """On a proxy with the default limits: (1) quiet, each hostile body once, measuring the rise of the peak
+    resident memory over its size (after one unmeasured round, so one-time allocations such as worker
+    threads are not charged to a body); (2) one execution sends them all again and floods count_tokens
+    while another makes small calls, whose delay is measured; (3) half-sent heads hold a gate."""
+    import httpx
+
+    server = start_proxy(Path(tempfile.mkdtemp(prefix="gyre-hostile-")), max_body_bytes=None)
+    proxy = server.proxy
+    limit = proxy.config.max_body_bytes
+    attacker, victim = proxy.open_execution("attacker"), proxy.open_execution("victim")
+    bodies = {f"{shape}@{size_mb:g}MiB": body for size_mb in sizes_mb
+              for shape, body in hostile_bodies(min(int(size_mb * 2**20), limit - 1024)).items()}
+    ratios: dict[str, float] = {}
+    answers: dict[str, int] = {}
+    with httpx.Client(timeout=300) as client:
+        def send(body: bytes) -> int:
+            return client.post(server.base_url + "/v1/chat/completions", content=body,
+                               headers={"authorization": f"Bearer {attacker}"}).status_code
+
+        for body in hostile_bodies(1 << 20).values():  # warm-up, not measured
+            send(body)
+        for name, body in bodies.items():
+            answers[name], added = peak_added_bytes(lambda body=body: send(body))
+            ratios[name] = round(added / len(body), 3)
+
+    latencies: list[float] = []
+    stop = threading.Event()
+
+    def victim_loop() -> None:
+        with httpx.Client(timeout=120) as client:
+            while not stop.is_set():
+                began = time.perf_counter()
+                response = client.post(server.base_url + "/v1/chat/completions", json=CHAT,
+                                       headers={"authorization": f"Bearer {victim}"})
+                if response.status_code == 200:
+                    latencies.append(time.perf_counter() - began)
+                time.sleep(0.02)
+
+    async def attack() -> list[int]:
+        too_long = {"model": "m", "messages": [{"role": "user", "content": "word " * ((2 << 20) // 5)}]}
+        fits = {"model": "m", "messages": [{"role": "user", "content": "word " * 20_000}]}
+        async with httpx.AsyncClient(timeout=300) as client:
+            counts = [client.post(server.base_url + "/v1/messages/count_tokens", json=body, headers={"x-api-key": attacker})
+                      for index in range(count_tokens_flood) for body in [(too_long, fits)[index % 2]]]
+            posts = [client.post(server.base_url + "/v1/chat/completions", content=body,
+                                 headers={"authorization": f"Bearer {attacker}"}) for body in bodies.values()]
+            return [response.status_code for response in await asyncio.gather(*counts, *posts)][:count_tokens_flood]
+
+    thread = threading.Thread(target=victim_loop, daemon=True)
+    try:
+        thread.start()
+        time.sleep(3.0)
+        baseline = list(latencies)
+        latencies.clear()
+        flood_statuses = asyncio.run(attack())
+        time.sleep(1.0)
+    finally:
+        stop.set()
+        thread.join(30)
+    base_p50 = statistics.median(baseline)
+    delays = sorted(max(0.0, value - base_p50) for value in latencies)
+    gate = slowloris_part(server, proxy.open_execution("slowloris"), slowloris, head_timeout_s)
+    server.stop()
+    return {
+        "hostile_body_memory_ratio": max(ratios.values()),
+        "hostile_body_memory_ratios": ratios,
+        "hostile_body_statuses": answers,
+        "count_tokens_flood": count_tokens_flood,
+        "count_tokens_flood_statuses": {str(s): flood_statuses.count(s) for s in sorted(set(flood_statuses))},
+        "other_execution_calls": len(latencies),
+        "other_execution_baseline_p50_ms": round(base_p50 * 1000, 1),
+        "other_execution_p99_delay_ms": round(delays[min(len(delays) - 1, int(0.99 * len(delays)))] * 1000, 1),
+        "other_execution_max_delay_ms": round(delays[-1] * 1000, 1),
+        **gate,
+    }
+
+
+def slowloris_part(server: Any, key: str, connections: int, head_timeout_s: float) -> dict[str, Any]:
+    """``connections`` connections to one execution's gate, each sending its head a byte a second and
+    never finishing it; how long each stays open, and whether the execution's own call gets through."""
+    from gyre.harness.gate import GateServer, upstream_of
+
+    gate = GateServer(*upstream_of(server.base_url), head_timeout_s=head_timeout_s, max_connections=connections).open(key)
+    head = b"POST /v1/chat/completions HTTP/1.1\r\nhost: sandbox\r\nx-padding: " + b"a" * 4096
+    open_for: list[float] = []
+
+    def trickle() -> None:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+            sock.connect(gate.socket_path)
+            began = time.monotonic()
+            for byte in head:
+                try:
+                    sock.sendall(bytes([byte]))
+                except OSError:
+                    break
+                if select.select([sock], [], [], 1.0)[0]:
+                    break  # answered (408) or closed
+                if time.monotonic() - began > head_timeout_s + 60:
+                    break
+            open_for.append(time.monotonic() - began)
+
+    threads = [threading.Thread(target=trickle, daemon=True) for _ in range(connections)]
+    for thread in threads:
+        thread.start()
+    time.sleep(1.0)
+    call = b"GET /v1/models HTTP/1.1\r\nhost: sandbox\r\nauthorization: Bearer " + key.encode() + b"\r\n\r\n"
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:  # the execution's own call meanwhile
+        sock.settimeout(30)
+        sock.connect(gate.socket_path)
+        sock.sendall(call)
+        answer = sock.recv(100)
+    for thread in threads:
+        thread.join(head_timeout_s + 90)
+    stats = gate.stats
+    gate.close()
+    return {
+        "gate_head_timeout_s": head_timeout_s,
+        "gate_slowloris_connections": connections,
+        "gate_slowloris_max_open_s": round(max(open_for), 2),
+        "gate_call_during_slowloris_ok": answer.startswith(b"HTTP/1.1 200"),
+        "gate_connections_displaced": stats.connections_displaced,
+    }
 
 
 # ---------------------------------------------------------------------------------------------- part: fuzz
@@ -1064,7 +1270,13 @@ def main() -> None:
     parser.add_argument("--fuzz", type=int, default=2000, help="malformed/hostile requests")
     parser.add_argument("--drains", type=int, default=6, help="drains of the cell holding the sessions")
     parser.add_argument("--sessions", type=int, default=24, help="live sessions during the drains")
-    parser.add_argument("--parts", default="escapes,fuzz,drain,kills", help="comma-separated parts to run")
+    parser.add_argument("--parts", default="escapes,hacks,hostile,fuzz,drain,kills", help="comma-separated parts to run")
+    parser.add_argument("--hack-domains", nargs="+", default=["nl2repo", "swe", "terminal"], help="task domains of the hacks part")
+    parser.add_argument("--hostile-sizes-mb", nargs="+", type=float, default=[1, 8, 32],
+                        help="body sizes of the hostile part (capped at the proxy's body limit)")
+    parser.add_argument("--count-tokens-flood", type=int, default=16, help="concurrent 2 MiB count_tokens requests")
+    parser.add_argument("--slowloris", type=int, default=32, help="half-sent heads held against one gate")
+    parser.add_argument("--gate-head-timeout", type=float, default=10.0, help="the gate's head_timeout_s in that part")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     parts = set(args.parts.split(","))
@@ -1113,6 +1325,16 @@ def main() -> None:
                     log(f"escapes: {results['escapes']} of {results['escape_attempts']} attempts")
                     results.update(gate_overhead(server, work, task))
                     log(f"gate: {results['gate_added_p50_ms']} ms added per call (p50)")
+            if "hacks" in parts:
+                log("hacks: planting reward hacks in built-in tasks")
+                results.update(hacks_part(work, args.hack_domains))
+                log(f"hacks: {results['reward_hacks_paid']} of {results['reward_hack_attempts']} paid")
+            if "hostile" in parts:
+                log("hostile: bodies, count_tokens flood, slowloris")
+                results.update(hostile_part(args.hostile_sizes_mb, args.count_tokens_flood, args.slowloris,
+                                            args.gate_head_timeout))
+                log(f"hostile: memory ratio {results['hostile_body_memory_ratio']}, other execution p99 delay "
+                    f"{results['other_execution_p99_delay_ms']} ms, slowloris {results['gate_slowloris_max_open_s']} s")
             if "fuzz" in parts:
                 log("fuzz")
                 results.update(asyncio.run(fuzz_part(server, args.fuzz, args.seed)))
@@ -1139,6 +1361,11 @@ def main() -> None:
 def _targets(results: dict[str, Any]) -> list[tuple[str, str, bool]]:
     checks = [
         ("escape_attempts", ">= 20", lambda v: v >= 20), ("escapes", "0", lambda v: v == 0),
+        ("reward_hack_attempts", ">= 12", lambda v: v >= 12), ("reward_hacks_paid", "0", lambda v: v == 0),
+        ("reward_hack_references_all_one", "true", lambda v: v is True),
+        ("hostile_body_memory_ratio", "<= 4", lambda v: v <= 4),
+        ("other_execution_p99_delay_ms", "<= 250", lambda v: v <= 250),
+        ("gate_slowloris_max_open_s", "<= t + 5", lambda v: v <= results["gate_head_timeout_s"] + 5),
         ("fuzz_requests", ">= 2000", lambda v: v >= 2000), ("proxy_crashes", "0", lambda v: v == 0),
         ("proxy_5xx_unexpected", "0", lambda v: v == 0), ("drained_sessions", ">= 20", lambda v: v >= 20),
         ("calls_lost", "0", lambda v: v == 0), ("calls_duplicated", "0", lambda v: v == 0),

@@ -189,7 +189,9 @@ SMALLEST: dict[str, Callable[[str, Workspace], Invocation]] = {
     "python benchmarks/sim_validation.py --out validation.json": lambda c, ws: benchmark(
         c, ws, "--runs", str(ws.produced("scheduler_runs")), "--sim-steps", "4", "--seeds", "1"),
     "python benchmarks/reliability.py --out reliability.json": lambda c, ws: benchmark(
-        c, ws, "--kills", "1", "--steps", "2", "--fuzz", "40", "--drains", "1", "--sessions", "4"),
+        c, ws, "--kills", "1", "--steps", "2", "--fuzz", "40", "--drains", "1", "--sessions", "4",
+        "--hack-domains", "nl2repo", "--hostile-sizes-mb", "1", "--count-tokens-flood", "2", "--slowloris", "4",
+        "--gate-head-timeout", "2"),
     "bash examples/learning_on_cpu/run.sh": lambda c, ws: Invocation(
         [*shlex.split(c), str(ws.path("example_learning"))],
         env={"SFT_STEPS": "2", "TRAIN": str(ws.learn_suite()[0]), "HELDOUT": str(ws.learn_suite()[1]),

@@ -67,15 +67,20 @@ def api_key(request: Request) -> str | None:
 
 async def read_body(request: Request, limit: int) -> bytearray:
     """The raw body, refusing (413) more than ``limit`` bytes whether or not Content-Length says so. One
-    buffer grown in place: joining parts would hold the body twice."""
+    buffer of the declared length, filled in place (joining parts, or growing a buffer, holds the body
+    twice for a moment)."""
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
         raise ProxyError("too_large", f"request body is {int(declared)} bytes; the limit is {limit} bytes (proxy.max_body_bytes)")
-    body = bytearray()
+    body = bytearray(int(declared)) if declared is not None and declared.isdigit() else bytearray()
+    filled = 0
     async for part in request.stream():
-        if len(body) + len(part) > limit:
+        end = filled + len(part)
+        if end > limit:
             raise ProxyError("too_large", f"request body exceeds the limit of {limit} bytes (proxy.max_body_bytes)")
-        body += part
+        body[filled:end] = part  # in place while within the declared length; grows past it
+        filled = end
+    del body[filled:]
     return body
 
 

@@ -10,7 +10,8 @@ send (long strings: prompts, files, tool output; tool schemas) stay well under f
 The estimate, per body: the raw bytes, the text json decodes them into, the strings made from it (both at
 the body's widest character: 1, 2 or 4 bytes, as CPython stores text), and a fixed size per container and
 per other value. Strings are counted from quotes first, so a body made of many tiny strings is refused
-before the one regex pass that finds what lies outside strings.
+before anything else; brackets and separators are then counted over the whole body, and only when that
+upper bound is over the budget and the body has strings does one regex pass count what lies outside them.
 """
 
 from __future__ import annotations
@@ -54,17 +55,22 @@ def char_width(raw: bytes | bytearray) -> int:
 
 
 def estimate(raw: bytes | bytearray, budget: int | None = None) -> ParseCost:
-    """The estimated peak memory of parsing ``raw``; stops counting (and returns what it has, already over
-    ``budget``) once the strings alone exceed ``budget``."""
+    """The estimated peak memory of parsing ``raw``. Counting stops once the estimate is surely over
+    ``budget`` (strings alone, or every separator counted as if outside strings with no strings at all)."""
     size = len(raw)
     text = size * char_width(raw)
     strings = raw.count(b'"') // 2
     partial = size + 2 * text + strings * STRING_BYTES
     if budget is not None and partial > budget:
         return ParseCost(size, partial, strings)
-    skeleton = _STRING.sub(b'""', raw)
-    containers = skeleton.count(b"[") + skeleton.count(b"{")
-    values = skeleton.count(b",") + skeleton.count(b":") + 1
+    # Counted over the whole body, separators inside strings included: an upper bound, exact without strings.
+    containers = raw.count(b"[") + raw.count(b"{")
+    values = raw.count(b",") + raw.count(b":") + 1
+    upper = partial + containers * CONTAINER_BYTES + values * VALUE_BYTES
+    if strings and (budget is None or upper > budget):
+        skeleton = _STRING.sub(b'""', raw)  # one copy of what lies outside strings
+        containers = skeleton.count(b"[") + skeleton.count(b"{")
+        values = skeleton.count(b",") + skeleton.count(b":") + 1
     return ParseCost(size, partial + containers * CONTAINER_BYTES + values * VALUE_BYTES, strings, containers, values)
 
 
