@@ -110,6 +110,11 @@ def backward_edges(
             model, tensors, int(batch.chunk_tokens), edge_loss, temperature=temperature,  # type: ignore[arg-type]
             backend=step_cfg.attention_backend, block_size=step_cfg.attention_block_size, with_entropy=with_entropy,
         )
+        if not per_chunk:  # no generated token in any chunk: the empty loss's statistics, as one pass gives them
+            dtype = next(model.parameters()).dtype
+            empty = torch.zeros(0, dtype=dtype, device=tensors["behavior_logprob"].device)
+            per_chunk = [edge_loss(torch.zeros(0, dtype=torch.long, device=empty.device), empty,
+                                   empty if with_entropy else None)[1]]
         stats = merge_stats(per_chunk)
         stats["chunks"] = float(report.chunks)
         stats["chunk_recomputed_tokens"] = float(report.recomputed_tokens)

@@ -164,3 +164,21 @@ def test_chunked_flex_on_cuda_equals_whole_tree_dense(tiny_model_path):
     for name, grad in whole[1].items():
         error = float((chunked[1][name] - grad).abs().max() / grad.abs().max().clamp_min(1e-12))
         assert error <= 1e-3, f"{name}: relative gradient error {error:.2e}"
+
+
+def test_a_long_tree_with_no_generated_token_trains_as_a_zero_step(model64):
+    """One call with an empty response (e.g. cut at once): nothing to train. Chunked, it reports the same
+    zero statistics as the whole-tree route instead of failing (it raised KeyError: 'loss')."""
+    from gyre.protocol import CallRecord
+
+    call = CallRecord("empty-0", "empty-0:c0", "main", list(range(5, 45)), [], [], weight_version=0)
+    tree = build_tree([call])
+    assign_loss_weights(tree, 1.0, num_executions=1)
+    whole = pack_trees([tree], 10**9)
+    chunked = pack_trees([tree], 8)
+    assert chunked[0].chunk_tokens is not None and chunked[0].num_tokens > 8
+    for batches in (whole, chunked):
+        model64.zero_grad(set_to_none=True)
+        stats = microbatch_backward(model64, batches[0], LossConfig(), StepConfig(attention_backend="dense"))
+        assert stats["loss"] == 0.0 and stats["policy_tokens"] == 0.0
+        assert all(p.grad is None or float(p.grad.abs().max()) == 0.0 for p in model64.parameters())
