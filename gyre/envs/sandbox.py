@@ -988,6 +988,17 @@ class _Stage:
         return cls._folder
 
 
+def _user_process_count(uid: int) -> int:
+    count = 0
+    for pid in proctree.parent_map():
+        try:
+            if os.stat(f"/proc/{pid}").st_uid == uid:
+                count += 1
+        except OSError:
+            pass
+    return count
+
+
 def _python_paths() -> list[str]:
     """Folders the running Python needs (venv, base install, and where the executable really lives)."""
     candidates = [sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(os.path.realpath(sys.executable))]
