@@ -50,8 +50,8 @@ class Cell:
         return self.ranks.enter_train(weights_from_core)
 
     @register(Dispatch.ONE_TO_ALL)
-    def enter_rollout(self) -> GroupCall:
-        return self.ranks.enter_rollout()
+    def enter_rollout(self, version: int) -> GroupCall:
+        return self.ranks.enter_rollout(version)
 
     @register(Dispatch.ONE_TO_ALL)
     def send_weights(self, transfer: Transfer) -> GroupCall:
@@ -70,13 +70,12 @@ class Cell:
         return self.ranks.collect_grads(transfer)
 
     @register(Dispatch.RANK_ZERO)
-    def optimizer_step(self, max_grad_norm: float | None, grad_scale: float = 1.0,
-                       advance_version: bool = True) -> GroupCall:
-        return self.ranks.optimizer_step(max_grad_norm, grad_scale, advance_version)
+    def optimizer_step(self, max_grad_norm: float | None, grad_scale: float = 1.0) -> GroupCall:
+        return self.ranks.optimizer_step(max_grad_norm, grad_scale)
 
     @register(Dispatch.RANK_ZERO)
-    def save_checkpoint(self, folder: str) -> GroupCall:
-        return self.ranks.save_checkpoint(folder)
+    def save_checkpoint(self, folder: str, version: int) -> GroupCall:
+        return self.ranks.save_checkpoint(folder, version)
 
     @register(Dispatch.RANK_ZERO)
     def load_checkpoint(self, folder: str) -> GroupCall:

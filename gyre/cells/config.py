@@ -22,3 +22,4 @@ class CellConfig:
     loss: dict[str, Any] = field(default_factory=dict)
     step: dict[str, Any] = field(default_factory=dict)
     torch_threads: int = 1
+    bucket_mb: float = 256.0  # cluster.weight_sync_bucket_mb: weights move between cells in buckets of this size

@@ -7,16 +7,22 @@ once (``gyre.cells.cell.Cell``), and declares how (``register``): most go to eve
 are split across the ranks.
 
 Weights and gradients move between cells shard to shard (``gyre.replica.transfer``): rank r of each cell
-taking part joins the transfer's group of rank r. A rollout cell gathers the shards its ranks received onto
-rank 0 for the engine. The methods are async so the engine serves many calls at once while transfers and
-training run in worker threads.
+taking part joins the transfer's group of rank r. Weights go in buckets (``gyre.replica.weight_sync``): a
+rollout cell gathers each bucket's parts onto rank 0, which streams them into its engine. The methods are
+async so the engine serves many calls at once while transfers and training run in worker threads.
+
+Weight versions: the driver owns the policy version (``Cluster.version``) and says which version it sends
+or expects; an engine knows the version of the weights it holds (``engine.weight_version``, it stamps every
+call with it). A rank keeps no version of its own.
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import os
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,8 +34,10 @@ from gyre.cells.config import CellConfig
 from gyre.cells.remote import ServesEngine
 from gyre.protocol import PackedBatch
 from gyre.replica.sharding import Replica, ShardLayout, model_param_specs
+from gyre.replica import weight_sync
+from gyre.replica.buckets import bucket_bytes_from_mb
 from gyre.replica.step import StepConfig
-from gyre.replica.transfer import GroupRegistry, Transfer, broadcast, reduce_sum
+from gyre.replica.transfer import GroupRegistry, Transfer, reduce_sum
 from gyre.single_controller import Collect, Dispatch, register
 
 
@@ -40,14 +48,13 @@ class CellRank(ServesEngine):
         self.loss_cfg, self.step_cfg = LossConfig(**cfg.loss), StepConfig(**cfg.step)
         self.mesh = self._join_cell(store, backend) if cfg.ranks > 1 else None
         self.layout = ShardLayout(model_param_specs(cfg.model_path, cfg.dtype), cfg.ranks)
+        self.buckets = self.layout.bucket_plan(bucket_bytes_from_mb(cfg.bucket_mb))
         self.engine = None
         if rank == 0:
             from gyre.rollout import make_engine_from_config
 
             self.engine = make_engine_from_config(cfg.rollout, model_path=cfg.model_path, engine_id=cfg.cell_id)
         self.groups = GroupRegistry()
-        self.version = 0  # of the weights this cell holds (its replica's, or its engine's)
-        self.engine_version = 0  # of the weights rank 0's engine holds: every rank tracks it, so all agree on a gather
         self.replica: Replica | None = None
         self.grad_inbox: torch.Tensor | None = None  # gradients other cells sent the core this step
         if cfg.is_core:
@@ -79,7 +86,7 @@ class CellRank(ServesEngine):
 
     @register(Dispatch.RANK_ZERO)
     def stats(self) -> dict[str, float]:
-        return {**self.engine.stats(), "version": self.version}
+        return dict(self.engine.stats())
 
     # Role switches ----------------------------------------------------------------------------------
 
@@ -93,70 +100,71 @@ class CellRank(ServesEngine):
         if self.replica is None:
             self.replica = await asyncio.to_thread(self._build_replica)
         if weights_from_core is not None:
-            flat = torch.empty(self.layout.numel(self.rank), dtype=self.layout.dtype, device=self.cfg.device)
-            await asyncio.to_thread(self._broadcast, weights_from_core, flat)
-            self.replica.load_flat_shard(flat)
+            group = self._group(weights_from_core)
+            await asyncio.to_thread(weight_sync.receive_into, group, self.replica, self.layout, self.rank,
+                                    self.buckets, self.cfg.device)
         self.replica.zero_grad()
         self.replica.move_optimizer(self.cfg.device)
         return time.perf_counter() - started
 
     @register(Dispatch.ONE_TO_ALL, Collect.FIRST)
-    async def enter_rollout(self) -> float:
-        """Wake the engine with this cell's newest weights; satellites drop their training state."""
+    async def enter_rollout(self, version: int) -> float:
+        """Wake the engine with the replica's weights (``version``, the driver's) unless it already holds
+        them; satellites drop their training state."""
         started = time.perf_counter()
         if self.engine is not None:
             await self.engine.wake()
-        if self.replica is not None and self.engine_version != self.version:
-            named = await asyncio.to_thread(self.replica.full_params)  # every rank takes part in the gather
-            await self._load_engine(named)
+        if self.replica is not None and await asyncio.to_thread(self._engine_lacks, version):
+            # every rank takes part in each parameter's gather; rank 0's engine reads them one by one
+            await self._load_engine(self.replica.iter_full_params(self.layout.dtype), version)
         if self.cfg.is_core:
             self.replica.move_optimizer("cpu")  # host memory while serving
         else:
             self.replica = None
         return time.perf_counter() - started
 
-    async def _load_engine(self, named: list[tuple[str, torch.Tensor]]) -> None:
-        if self.engine is not None:
-            await self.engine.load_weights(named, self.version)
-        self.engine_version = self.version
+    def _engine_lacks(self, version: int) -> bool:
+        """Whether rank 0's engine holds other weights than ``version`` (rank 0 knows; it tells the others)."""
+        lacks = torch.tensor([self.engine is not None and self.engine.weight_version != version], dtype=torch.int32)
+        if self.cfg.ranks > 1:
+            dist.broadcast(lacks, src=0)
+        return bool(lacks.item())
+
+    async def _load_engine(self, named: Iterator[tuple[str, torch.Tensor]], version: int) -> None:
+        """Rank 0: stream ``named`` into the engine as ``version``. Other ranks: run the stream to its end
+        (they take part in the collectives that produce it)."""
+        try:
+            if self.engine is not None:
+                await self.engine.load_weights(named, version)
+        finally:  # whatever the engine did not read (none of it on other ranks, all of it if it failed)
+            await asyncio.to_thread(collections.deque, named, 0)
 
     # Weights ----------------------------------------------------------------------------------------
 
-    def _broadcast(self, transfer: Transfer, flat: torch.Tensor) -> torch.Tensor:
-        return broadcast(self.groups.group(transfer, self.cfg.cell_id, self.rank), flat, root=0)
+    def _group(self, transfer: Transfer) -> dist.ProcessGroup:
+        return self.groups.group(transfer, self.cfg.cell_id, self.rank)
 
     def _reduce(self, transfer: Transfer, flat: torch.Tensor) -> torch.Tensor:
-        return reduce_sum(self.groups.group(transfer, self.cfg.cell_id, self.rank), flat, root=0)
+        return reduce_sum(self._group(transfer), flat, root=0)
 
     @register(Dispatch.ONE_TO_ALL)
     async def send_weights(self, transfer: Transfer) -> None:
-        """Root side of a weight transfer: this rank's shard, a copy (training may go on meanwhile)."""
+        """Root side of a weight transfer: this rank's shard in buckets, each a copy (training may go on)."""
         assert self.replica is not None
-        await asyncio.to_thread(self._broadcast, transfer, self.replica.flat_shard())
+        await asyncio.to_thread(weight_sync.send, self._group(transfer), self.replica, self.layout, self.buckets)
 
     @register(Dispatch.ONE_TO_ALL)
     async def receive_weights(self, transfer: Transfer, version: int) -> None:
-        """Take the root's shard: into the training replica if there is one (its engine sleeps), else onto
-        rank 0's engine (the ranks' shards gathered there)."""
-        flat = torch.empty(self.layout.numel(self.rank), dtype=self.layout.dtype, device=self.cfg.device)
-        await asyncio.to_thread(self._broadcast, transfer, flat)
-        self.version = version
+        """Take the root's weights (``version``), bucket by bucket: into the training replica if there is one
+        (its engine sleeps and is loaded when the cell goes back to rollout), else into rank 0's engine."""
+        group = self._group(transfer)
         if self.replica is not None:
-            self.replica.load_flat_shard(flat)
+            await asyncio.to_thread(weight_sync.receive_into, group, self.replica, self.layout, self.rank,
+                                    self.buckets, self.cfg.device)
             return
-        flats = await asyncio.to_thread(self._gather_on_rank0, flat)
-        await self._load_engine(self.layout.assemble(flats) if flats else [])
-
-    def _gather_on_rank0(self, flat: torch.Tensor) -> list[torch.Tensor]:
-        """Every rank's flat shard on rank 0 (index = rank); others get an empty list."""
-        if self.cfg.ranks == 1:
-            return [flat]
-        longest = max(self.layout.numel(r) for r in range(self.cfg.ranks))
-        padded = torch.zeros(longest, dtype=flat.dtype, device=flat.device)
-        padded[: flat.numel()] = flat
-        gathered = [torch.empty_like(padded) for _ in range(self.cfg.ranks)] if self.rank == 0 else None
-        dist.gather(padded, gathered, dst=0)
-        return gathered or []
+        stream = weight_sync.receive_whole(group, self.layout, self.rank, self.buckets, self.cfg.device,
+                                           weight_sync.gather_on_rank0(self.layout, self.rank))
+        await self._load_engine(stream, version)
 
     # Training ---------------------------------------------------------------------------------------
 
@@ -183,23 +191,19 @@ class CellRank(ServesEngine):
         self.grad_inbox = total if self.grad_inbox is None else self.grad_inbox + total
 
     @register(Dispatch.ONE_TO_ALL, Collect.FIRST)
-    async def optimizer_step(self, max_grad_norm: float | None, grad_scale: float = 1.0,
-                             advance_version: bool = True) -> dict[str, float]:
-        """Core: own gradients + inbox, scaled by ``grad_scale``, clipped, step; the weight version increments
-        unless ``advance_version`` is false (an inner update of a step that makes several, ``trainer.ppo_epochs``:
-        the rollout cells only ever get a step's last weights, so a version is a step)."""
+    async def optimizer_step(self, max_grad_norm: float | None, grad_scale: float = 1.0) -> dict[str, float]:
+        """Core: own gradients + inbox, scaled by ``grad_scale``, clipped, step (the driver counts versions)."""
         assert self.cfg.is_core and self.replica is not None
         if self.grad_inbox is not None:
             self.replica.add_flat_grad_shard(self.grad_inbox)
             self.grad_inbox = None
         norm = await asyncio.to_thread(self.replica.step, max_grad_norm, grad_scale)
-        self.version += int(advance_version)
-        return {"grad_norm": norm, "version": self.version}
+        return {"grad_norm": norm}
 
     # Checkpoints (core) -----------------------------------------------------------------------------
 
     @register(Dispatch.ONE_TO_ALL)
-    async def save_checkpoint(self, folder: str) -> None:
+    async def save_checkpoint(self, folder: str, version: int) -> None:
         """The policy as an HF folder (whole weights gathered on rank 0: servable, evaluable, a new run's
         start) with the whole optimizer state and the weight version beside it (``trainer_state.pt``)."""
         assert self.replica is not None and self.replica.optimizer is not None
@@ -208,21 +212,22 @@ class CellRank(ServesEngine):
             from gyre.models import load_tokenizer
             from gyre.replica.checkpoint import save_checkpoint
 
-            state = {"optimizer": optimizer_state, "version": self.version}
+            state = {"optimizer": optimizer_state, "version": version}
             await asyncio.to_thread(save_checkpoint, Path(folder), self.replica.model, load_tokenizer(self.cfg.model_path),
                                     state, state_dict=model_state)
 
     @register(Dispatch.ONE_TO_ALL, Collect.FIRST)
     async def load_checkpoint(self, folder: str) -> int:
+        """Core: the checkpoint's weights and optimizer state, its weights into the engine; returns its version."""
         from gyre.replica.checkpoint import load_trainer_state, read_weights
 
         assert self.replica is not None and self.replica.optimizer is not None
         state = load_trainer_state(Path(folder))
         model_state = await asyncio.to_thread(read_weights, Path(folder), self.cfg.dtype)
         await asyncio.to_thread(self.replica.load_full_state, model_state, state["optimizer"])
-        self.version = int(state["version"])
-        await self._load_engine(await asyncio.to_thread(self.replica.full_params))
-        return self.version
+        version = int(state["version"])
+        await self._load_engine(self.replica.iter_full_params(self.layout.dtype), version)
+        return version
 
     @register(Dispatch.ONE_TO_ALL, Collect.FIRST)
     async def state_dict(self) -> dict[str, torch.Tensor]:

@@ -15,7 +15,6 @@ class RemoteEngine:
     def __init__(self, actor: Any, engine_id: str):
         self.actor = actor
         self.engine_id = engine_id
-        self.weight_version = 0
 
     async def generate(self, session_id: str, prompt_ids: list[int], sampling: SamplingParams) -> Generation:
         try:
@@ -25,7 +24,6 @@ class RemoteEngine:
             if isinstance(cause, EngineAsleepError) or "EngineAsleepError" in str(error):
                 raise EngineAsleepError(str(cause or error)) from error
             raise
-        self.weight_version = generation.weight_version
         return generation
 
     async def abort(self, session_id: str) -> bool:

@@ -17,6 +17,7 @@ each of its ranks receives.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,6 +26,7 @@ from torch.distributed.tensor import DTensor
 
 from gyre.algo.losses import LossConfig
 from gyre.protocol import PackedBatch
+from gyre.replica.buckets import plan_buckets
 from gyre.replica.step import StepConfig, microbatch_backward
 
 
@@ -88,10 +90,35 @@ class ShardLayout:
 
     def assemble(self, flats: list[torch.Tensor]) -> list[tuple[str, torch.Tensor]]:
         """Full parameters from every rank's flat shard (index = rank)."""
-        split = [self.split(flat[: self.numel(rank)], rank) for rank, flat in enumerate(flats)]
+        return self.assemble_bucket(flats, range(len(self.specs)))
+
+    # Buckets: ranges of parameters that move together (gyre.replica.buckets), the same on every rank and
+    # every cell because they are cut from the full sizes.
+
+    def bucket_plan(self, bucket_bytes: int) -> list[range]:
+        itemsize = torch.empty((), dtype=self.dtype).element_size()
+        return plan_buckets([_numel(spec.shape) * itemsize for spec in self.specs], bucket_bytes)
+
+    def bucket_numel(self, bucket: range, rank: int) -> int:
+        """Elements of rank ``rank``'s part of ``bucket``."""
+        return sum(_numel(self.piece_shape(self.specs[i], rank)) for i in bucket)
+
+    def split_bucket(self, flat: torch.Tensor, bucket: range, rank: int) -> list[torch.Tensor]:
+        """Rank ``rank``'s part of ``bucket`` (flat) as one shaped piece per parameter (views)."""
+        pieces, offset = [], 0
+        for i in bucket:
+            shape = self.piece_shape(self.specs[i], rank)
+            pieces.append(flat[offset: offset + _numel(shape)].view(shape))
+            offset += _numel(shape)
+        return pieces
+
+    def assemble_bucket(self, flats: list[torch.Tensor], bucket: range) -> list[tuple[str, torch.Tensor]]:
+        """The whole parameters of ``bucket`` from every rank's part of it (index = rank; padding allowed)."""
+        split = [self.split_bucket(flat[: self.bucket_numel(bucket, rank)], bucket, rank) for rank, flat in enumerate(flats)]
         full = []
-        for index, spec in enumerate(self.specs):
-            pieces = [split[rank][index] for rank in range(self.ranks)]
+        for position, index in enumerate(bucket):
+            spec = self.specs[index]
+            pieces = [split[rank][position] for rank in range(self.ranks)]
             full.append((spec.name, pieces[0] if not spec.shape else torch.cat(pieces, dim=0)))
         return full
 
@@ -200,18 +227,27 @@ class Replica:
 
     # Flat shards ----------------------------------------------------------------------------------------
 
-    def flat_shard(self) -> torch.Tensor:
-        """This rank's parameters as one flat tensor in their dtype: a copy, so the core can keep training
-        on its parameters while a joining satellite pulls them."""
-        return torch.cat([local(p).detach().reshape(-1) for p in self.params])
+    def flat_shard(self, dtype: torch.dtype | None = None) -> torch.Tensor:
+        """This rank's parameters as one flat tensor (in ``dtype``, default theirs): a copy, so the core can
+        keep training on its parameters while a joining satellite pulls them."""
+        return self.bucket_shard(range(len(self.params)), dtype)
 
     def load_flat_shard(self, flat: torch.Tensor) -> None:
         """Copy ``flat`` into this rank's parameters in place (an optimizer keeps pointing at them)."""
+        self.load_bucket_shard(range(len(self.params)), flat)
+
+    def bucket_shard(self, bucket: range, dtype: torch.dtype | None = None) -> torch.Tensor:
+        """This rank's part of the parameters in ``bucket``, flat, as a copy in ``dtype`` (the model's dtype
+        on the wire when the parameters are float32 master weights)."""
+        return torch.cat([local(self.params[i]).detach().reshape(-1).to(dtype or self.params[i].dtype) for i in bucket])
+
+    def load_bucket_shard(self, bucket: range, flat: torch.Tensor) -> None:
+        """Copy ``flat`` (this rank's part of ``bucket``) into the parameters in place."""
         offset = 0
         with torch.no_grad():
-            for p in self.params:
-                mine = local(p)
-                mine.copy_(flat[offset: offset + mine.numel()].view_as(mine))
+            for i in bucket:
+                mine = local(self.params[i])
+                mine.copy_(flat[offset: offset + mine.numel()].view(mine.shape))
                 offset += mine.numel()
 
     def flat_grad_shard(self) -> torch.Tensor:
@@ -233,8 +269,14 @@ class Replica:
 
     def full_params(self) -> list[tuple[str, torch.Tensor]]:
         """Every parameter whole, by name (a collective over the cell's ranks when sharded)."""
+        return list(self.iter_full_params())
+
+    def iter_full_params(self, dtype: torch.dtype | None = None) -> Iterator[tuple[str, torch.Tensor]]:
+        """Every parameter whole, by name, one at a time (in ``dtype``, default theirs): each a collective
+        over the cell's ranks when sharded, so every rank must run the stream to its end."""
         names = [name for name, _ in self.model.named_parameters()]
-        return [(name, full(p.detach())) for name, p in zip(names, self.params)]
+        for name, p in zip(names, self.params):
+            yield name, full(p.detach()).to(dtype or p.dtype)
 
     def full_model_state(self) -> dict[str, torch.Tensor]:
         """The model's state dict, whole (tied weights under every name; on rank 0 when sharded)."""

@@ -44,6 +44,7 @@ class ClusterConfig:
     cpus_per_cell: float = 0.5
     gpus_per_cell: float = 0.0
     ranks_per_cell: int = 1  # processes per cell; > 1 shards each training replica over them (FSDP2)
+    weight_sync_bucket_mb: float = 256.0  # weights move between cells in buckets of at most this many MiB
     cell: dict[str, Any] = field(default_factory=dict)  # CellConfig fields shared by every cell
 
 
@@ -63,7 +64,7 @@ class Cluster:
         self.core_id = self.ids[0]
         self.cells = {
             cell_id: Cell(CellConfig(cell_id=cell_id, is_core=cell_id == self.core_id, ranks=cfg.ranks_per_cell,
-                                     **cfg.cell),
+                                     bucket_mb=cfg.weight_sync_bucket_mb, **cfg.cell),
                           (cfg.host, self.port), cpus=cfg.cpus_per_cell, gpus=cfg.gpus_per_cell, backend=cfg.backend)
             for cell_id in self.ids
         }
@@ -72,6 +73,8 @@ class Cluster:
         # all read it. Group names are the roles' names.
         self.membership = Membership(self.ids)
         self.trainer = WorkerGroup(Role.TRAIN.value, Cell, membership=self.membership, handles=self.cells)
+        # The policy's weight version, counted here and nowhere else: the number of steps the core's weights
+        # have taken. Cells are told it when weights move; engines stamp calls with the version they hold.
         self.version = 0
         self.step: StreamCall | None = None
         self.step_members: set[str] = set()  # cells in the trainer group at any time during the running step
@@ -172,7 +175,7 @@ class Cluster:
         await self.trainer.release(training)  # the micro-batches they hold finish: their gradients count
         if self.step is not None:
             await self._push_grads([c for c in training if c != self.core_id], "leave")
-        await asyncio.gather(*[self.cells[c].enter_rollout() for c in cell_ids])
+        await asyncio.gather(*[self.cells[c].enter_rollout(self.version) for c in cell_ids])
         if self.routing is not None:
             await self.routing.route({c: self.cells[c].engine_rank for c in cell_ids}, self.cfg.call_capacity)
 
@@ -270,8 +273,10 @@ class Cluster:
                     await self._sync_weights(satellites, "epoch")  # trainers only: rollout keeps the step's weights
                     last_stats = await self.trainer.train(batches)
                 await self._push_grads(satellites, "reduce")
-                result = await self.core.optimizer_step(max_grad_norm, grad_scale, epoch == epochs - 1)
-            self.version = result["version"]
+                result = await self.core.optimizer_step(max_grad_norm, grad_scale)
+            # One version per step, however many updates it made (trainer.ppo_epochs): the rollout cells only
+            # ever get a step's last weights.
+            self.version += 1
             sync_started = time.perf_counter()
             await self._sync_weights()
         metrics = rescale_stats(reduce_stats(stats), grad_scale)
@@ -280,6 +285,7 @@ class Cluster:
             metrics.update({"last_epoch/clip_fraction": last.get("clip_fraction", 0.0),
                             "last_epoch/ratio_max": last.get("ratio_max", 1.0)})
         metrics.update(grad_norm=result["grad_norm"], version=self.version,
+                       fwd_bwd_s=float(sum(step.seconds)),  # the micro-batches' forward+backward, summed over cells
                        train_time_s=time.perf_counter() - started, weight_sync_s=time.perf_counter() - sync_started,
                        trainer_members=len(self.step_members), microbatches=step.total)
         for member in sorted(self.step_members | set(step.done_by)):
@@ -300,7 +306,7 @@ class Cluster:
     # Checkpoints and teardown -----------------------------------------------------------------------
 
     async def save(self, path: str) -> None:
-        await self.core.save_checkpoint(path)
+        await self.core.save_checkpoint(path, self.version)
 
     async def load(self, path: str) -> int:
         self.version = await self.core.load_checkpoint(path)
