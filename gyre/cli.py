@@ -4,7 +4,9 @@ config groups the entry point uses.
 
 Hydra alone answers a mistyped key (``trainer.totl_steps=3``) with "Could not override ... use
 +trainer.totl_steps=3", which leads to adding the typo as a new key. `hydra_entry` checks the command
-line's overrides against the composed config first and stops with Gyre's own message instead.
+line's overrides against the composed config first and stops with Gyre's own message instead. A
+`gyre.config.ConfigError` raised while the entry point builds its parts (a moved or retired key, a bad
+value) is likewise printed as one line, exit status 2.
 
 ``--help`` is Hydra's, shaped by ``hydra.help`` in each primary config (conf/*.yaml): a description and
 examples, then ``${gyre_groups:...}``, a resolver registered here that lists the groups the composed
@@ -17,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import io
+import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -24,7 +27,7 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
-from gyre.config import closest
+from gyre.config import ConfigError, closest
 
 CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
 
@@ -38,7 +41,15 @@ def hydra_entry(config_name: str) -> Callable[[Callable[[Any], Any]], Callable[[
     import hydra
 
     def wrap(task: Callable[[Any], Any]) -> Callable[[], Any]:
-        hydra_main = hydra.main(config_path=str(CONF_DIR), config_name=config_name, version_base=None)(task)
+        @functools.wraps(task)
+        def checked_task(cfg: Any) -> Any:
+            try:
+                return task(cfg)
+            except ConfigError as error:  # a config mistake is one line, not Hydra's report and a traceback
+                print(f"{program_name()}: {error}", file=sys.stderr)
+                raise SystemExit(2) from None
+
+        hydra_main = hydra.main(config_path=str(CONF_DIR), config_name=config_name, version_base=None)(checked_task)
 
         @functools.wraps(task)
         def entry() -> Any:
@@ -189,23 +200,38 @@ def swept_keys(argv: list[str] | None = None) -> set[str]:
     return {override.key_or_group for override in overrides if override.is_sweep_override()}
 
 
+_UNSAFE = re.compile(r"[^A-Za-z0-9_.+@%-]")  # what Hydra reads as part of an unquoted value, and is safe in a name
+
+
+def _name_part(override: str) -> str:
+    """``key=value`` as ``key-value``, other characters Hydra would not take unquoted as ``_``."""
+    key, equals, value = override.partition("=")
+    return _UNSAFE.sub("_", key) + (f"-{_UNSAFE.sub('_', value)}" if equals else "")
+
+
 def sweep_dirname(overrides: Any, limit: int = 240, swept: set[str] | None = None) -> str:
-    """A sweep point's folder name from its overrides (``hydra.overrides.task``, or one joined string): the
-    swept keys first, so they stay in sight, then the fixed ones; one folder, whatever the values hold (a
-    path's ``/`` would nest folders); within the file system's 255-byte name length (a longer name keeps its
-    head and a digest; leave fixed keys out with hydra.job.config.override_dirname.exclude_keys)."""
+    """A sweep point's folder name from its overrides (``hydra.overrides.task``, or one comma-joined
+    string): ``key-value`` parts joined by ``__``, the swept keys first (so they stay in sight), then the
+    fixed ones. The name holds only characters Hydra takes in an unquoted value, so a path into the folder
+    can be passed as one (``model.path=runs/sweep_<time>/<point>/checkpoints/latest``); values that lost
+    other characters (``/``, ``[``, ``,``...) get a digest of the overrides, so distinct points stay
+    distinct. Within the file system's 255-byte name length (a longer name keeps its head and a digest;
+    leave fixed keys out with hydra.job.config.override_dirname.exclude_keys)."""
     if isinstance(overrides, str):
-        items = [overrides] if overrides else []
+        items = [item for item in overrides.split(",") if item]
     else:
         swept = swept_keys() if swept is None else swept
         items = sorted(str(item) for item in overrides)
         items.sort(key=lambda item: item.split("=", 1)[0].lstrip("+~") not in swept)  # stable: swept first
-    name = ",".join(items).replace("/", "_") or "default"
-    if len(name.encode()) <= limit:
-        return name
+    name = "__".join(_name_part(item) for item in items) or "default"
     import hashlib
 
-    digest = hashlib.sha256(name.encode()).hexdigest()[:12]
+    digest = hashlib.sha256(",".join(items).encode()).hexdigest()[:12]
+    lossy = any(_UNSAFE.search(item.partition("=")[2]) or _UNSAFE.search(item.partition("=")[0]) for item in items)
+    if lossy:
+        name = f"{name[: limit - 13]}-{digest}"
+    if len(name.encode()) <= limit:
+        return name
     return f"{name.encode()[: limit - 13].decode(errors='ignore')}-{digest}"
 
 

@@ -46,6 +46,15 @@ def test_an_unknown_key_names_the_closest_match_before_hydra_speaks():
     assert "+trainer.totl_steps" not in done.stderr + done.stdout  # not Hydra's hint to add the typo
 
 
+def test_a_config_mistake_is_one_line_and_exit_2():
+    """A key that moved (found while the entry point builds its parts, past the command-line check) is
+    Gyre's one line, not Hydra's "Error executing job" and a traceback before it."""
+    done = run("gyre.serve", "rollout.cells=2")
+    assert done.returncode == 2
+    assert done.stderr.strip() == "python -m gyre.serve: rollout.cells moved to serve.cells: set serve.cells instead"
+    assert "Traceback" not in done.stderr + done.stdout and "Error executing job" not in done.stderr
+
+
 @pytest.mark.parametrize(("config", "overrides", "message"), [
     ("config", ["sed=1"], "unknown key 'sed': did you mean 'seed'?"),
     ("config", ["scheduler=colocate,async", "scheduler.max_stalness=1"], "did you mean 'scheduler.max_staleness'"),
@@ -72,11 +81,31 @@ def test_known_keys_pass(overrides):
 def test_a_sweep_point_is_one_folder_whatever_its_values_hold():
     from gyre.cli import sweep_dirname
 
-    assert sweep_dirname("env.path=/data/tasks,trainer.lr=0.1") == "env.path=_data_tasks,trainer.lr=0.1"
+    name = sweep_dirname("env.path=/data/tasks,trainer.lr=0.1")
+    assert name.startswith("env.path-_data_tasks__trainer.lr-0.1-") and "/" not in name  # + a digest: "/" was lost
+    assert sweep_dirname("trainer.lr=0.1,cluster.cells=2") == "trainer.lr-0.1__cluster.cells-2"
     long = ",".join(f"key{i}=/some/long/path/{i}" for i in range(40))
     name = sweep_dirname(long)
     assert "/" not in name and len(name.encode()) <= 240
     assert name != sweep_dirname(long + ",x=1")  # distinct points stay distinct after shortening
+    assert sweep_dirname("a=x/y") != sweep_dirname("a=x_y")  # ... and after a character was replaced
+
+
+def test_a_path_into_a_sweep_point_can_be_passed_as_a_value():
+    """The folder name holds only what Hydra reads unquoted: ``model.path=runs/sweep_<time>/<point>/...``
+    parses as written (with ``=`` and ``,`` in the name it failed: "mismatched input '='")."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    from gyre.cli import sweep_dirname
+
+    points = [
+        ["scheduler.max_staleness=0", "trajectory.max_paths=1", "+recipe=nl2repo", "trainer.total_steps=1"],
+        ["tracking.backends=[jsonl]", "env.path=/data/my tasks", "trainer.lr=-1e-6", "hydra.sweep.dir=runs/x"],
+    ]
+    for point in points:
+        path = f"runs/sweep_2026-01-01_00-00-00/{sweep_dirname(point, swept=set())}/checkpoints/latest"
+        (parsed,) = OverridesParser.create().parse_overrides([f"model.path={path}"])
+        assert parsed.value() == path
 
 
 def test_a_sweep_point_folder_names_the_swept_keys_first():
@@ -88,4 +117,4 @@ def test_a_sweep_point_folder_names_the_swept_keys_first():
              *(f"harness.long_fixed_key_{i}=value" for i in range(20))]
     name = sweep_dirname(point, swept=swept_keys(argv))
     # However many fixed overrides follow, the point's own values survive the length cap.
-    assert name.startswith("scheduler.max_staleness=1,trajectory.max_paths=5,+recipe=nl2repo") and len(name.encode()) <= 240
+    assert name.startswith("scheduler.max_staleness-1__trajectory.max_paths-5__+recipe-nl2repo") and len(name.encode()) <= 240
