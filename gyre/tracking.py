@@ -26,11 +26,14 @@ name                               meaning
 ``microbatches``, ``microbatches/<cell>``  micro-batches of the step (in all; trained by each cell)
 ``train/time_s``                   seconds of the training step (streaming compute + optimizer + weight sync)
 ``train/weight_sync_s``            of which the weight sync to the rollout cells
+``train/fwd_bwd_s``                the micro-batches' forward+backward seconds, summed over the cells that trained
 ``train/cells``                    cells that trained in the step
 ``train/execution_time_s``         wall seconds of each trained execution (a list)
 ``tokens/tree``, ``tokens/path``   tokens trained as prefix-shared trees; the same paths unshared
 ``tokens/policy``                  policy-generated (trained) tokens
 ``tree_token_ratio``               tokens/tree / tokens/path (the saving of prefix sharing)
+``trees/paths_mean``, ``trees/shared_token_fraction``  the step's executions before ``trajectory.max_paths``: paths per
+                                   execution; share of their per-path tokens the trees compute once
 ``executions/trained``, ``/no_calls``, ``/timeout``, ``/crashed``, ``/partial``  the step's executions by outcome
 ``executions/finished_since_last_step``  executions that finished since the previous step
 ``executions/nodes``               execution nodes the step's executions ran on (only with ``cluster.execution_nodes``)
@@ -49,6 +52,9 @@ name                               meaning
 ``switch/rollout_to_train_s``, ``switch/train_to_rollout_s``, ``switch/count``  role switches (mean seconds; count)
 ``val/pass_rate``, ``val/score``   held-out tasks (``trainer.val_every``): full-credit share; mean reward
 ``val/pass_rate/<d>``, ``val/score/<d>``, ``val/executions``, ``val/step``, ``val/policy_version``, ``val/call_versions``
+``val/pass_rate_ci``, ``val/passes``, ``val/rewards``  its 95% Wilson interval; full-credit count; each execution's reward
+``val/planned``, ``val/unscorable``  executions the validation started; of them, those it could not score
+``val/paths_mean``, ``val/shared_token_fraction``  paths per validated execution; tokens its tree computes once
 ``sft/*``                          ``gyre.sft`` only: ``sft/loss``, ``sft/confident_tokens``, ``sft/tokens_per_s``, ...
 =================================  ====================================================================
 

@@ -66,14 +66,13 @@ class Workspace:
         return self.root / name
 
     def learn_suite(self) -> tuple[Path, Path]:
-        """One training and one held-out task of each family of the learn suite."""
+        """One training and one dev task of the learn suite (its branching family)."""
         suite = self.root / "learn_suite"
         if not suite.exists():
-            for split in ("train", "heldout"):
-                for family in ("write", "write2", "copy"):
-                    source = sorted((ROOT / "recipes/learn/tasks" / split).glob(f"{split}-{family}-*"))[0]
-                    shutil.copytree(source, suite / split / source.name)
-        return suite / "train", suite / "heldout"
+            for split in ("train", "dev"):
+                source = sorted((ROOT / "recipes/learn/tasks" / split).glob(f"{split}-search-*"))[0]
+                shutil.copytree(source, suite / split / source.name)
+        return suite / "train", suite / "dev"
 
     def produced(self, key: str) -> Path:
         if key not in self.outputs:
@@ -104,12 +103,25 @@ def replaced_flag(command: str | list[str], flag: str, values: list[str]) -> lis
 
 
 def learn_overrides(ws: Workspace) -> list[str]:
-    train, heldout = ws.learn_suite()
-    return [f"env.path={train}", f"env.val_path={heldout}", "warm_start.demonstrations=1", "warm_start.sft.steps=2",
-            "warm_start.sft.short_context_steps=1", "warm_start.sft.batch_executions=3",
-            "warm_start.sft.warmup_steps=1", "warm_start.sft.save_every=2", "trainer.val_every=1",
+    train, dev = ws.learn_suite()
+    return [f"env.path={train}", *learn_run_overrides(ws), f"env.val_path={dev}", "trainer.val_every=1"]
+
+
+def learn_run_overrides(ws: Workspace) -> list[str]:
+    """The learn recipe at its smallest (a tiny warm start, two cells, batches of four), the split left to the caller."""
+    return ["warm_start.demonstrations=1", "warm_start.sft.steps=2", "warm_start.sft.short_context_steps=1",
+            "warm_start.sft.batch_executions=3", "warm_start.sft.warmup_steps=1", "warm_start.sft.save_every=2",
             "trainer.val_samples=1", "cluster.cells=2", "scheduler.batch_size=4", "trainer.group_size=2",
-            "harness.max_tokens=32", "harness.progress=false", "tracking.backends=[jsonl]"]
+            "harness.progress=false", "tracking.backends=[jsonl]"]
+
+
+def learning_benchmark(command: str, ws: Workspace) -> Invocation:
+    """benchmarks/learning.py on the one-task suite: one RL step, its dev task as the sealed split."""
+    train, dev = ws.learn_suite()
+    words = replaced_flag(replaced_flag(command, "--seeds", ["0"]), "--out", [str(ws.path("learning.json"))])
+    return Invocation([PYTHON, *words[1:], "--steps", "1", "--cache", os.environ.get("GYRE_CACHE", str(ws.path("cache"))),
+                       "--work", str(ws.path("learning")), "--min-executions", "1", "--test", str(dev),
+                       "--override", f"env.path={train}", *learn_run_overrides(ws)])
 
 
 def benchmark(command: str, ws: Workspace, *args: str) -> Invocation:
@@ -146,10 +158,7 @@ SMALLEST: dict[str, Callable[[str, Workspace], Invocation]] = {
     "python -m gyre.main +recipe=deepswe": run_main,
     "python -m gyre.main +recipe=learn": lambda c, ws: Invocation(as_written(
         c, append=[*learn_overrides(ws), "trainer.total_steps=1", f"run_dir={ws.path('learn')}"])),
-    "python benchmarks/learning.py --out learning.json --seeds 0 1 2": lambda c, ws: Invocation(
-        [PYTHON, *replaced_flag(replaced_flag(c, "--seeds", ["0"]), "--out", [str(ws.path("learning.json"))])[1:],
-         "--steps", "1", "--cache", os.environ.get("GYRE_CACHE", str(ws.path("cache"))),
-         "--work", str(ws.path("learning")), "--override", *learn_overrides(ws)]),
+    "python benchmarks/learning.py --out learning.json --seeds 0 1 2": learning_benchmark,
     "python -m gyre.main +recipe=deepswe scheduler=colocate": lambda c, ws: Invocation(
         as_written(c, append=[*SMALL_JOB, f"run_dir={ws.path('colocate')}"])),
     "python -m gyre.main -m +recipe=nl2repo trajectory.max_paths=1,5 scheduler.max_staleness=0,1": run_sweep,
@@ -194,7 +203,7 @@ SMALLEST: dict[str, Callable[[str, Workspace], Invocation]] = {
         "--gate-head-timeout", "2"),
     "bash examples/learning_on_cpu/run.sh": lambda c, ws: Invocation(
         [*shlex.split(c), str(ws.path("example_learning"))],
-        env={"SFT_STEPS": "2", "TRAIN": str(ws.learn_suite()[0]), "HELDOUT": str(ws.learn_suite()[1]),
+        env={"SFT_STEPS": "2", "TRAIN": str(ws.learn_suite()[0]), "DEV": str(ws.learn_suite()[1]),
              "RL_ARGS": "trainer.total_steps=1 trainer.val_every=0 cluster.cells=2 scheduler.batch_size=4 "
                         "trainer.group_size=2 tracking.backends=[jsonl] harness.progress=false"}),
     "bash examples/serve_to_harnesses/run.sh runs/<run>/checkpoints/latest": lambda c, ws: Invocation(
@@ -253,7 +262,9 @@ def check_learn(ws: Workspace, output: str) -> None:
 
 def check_learning_benchmark(ws: Workspace, output: str) -> None:
     result = json.loads(ws.path("learning.json").read_text())
-    for key in ("val_pass_rate_before", "val_pass_rate_after", "control_pass_rate_after", "steps", "wall_s"):
+    for key in ("val_pass_rate_before", "val_pass_rate_after", "control_pass_rate_after", "steps", "wall_s",
+                "test_pass_rate_after_ci", "gain_ci", "greedy_warm_start_pass_rate", "gain_over_greedy",
+                "mean_paths_per_execution", "shared_token_fraction"):
         assert key in result, f"learning.json lacks {key}"
 
 
@@ -292,10 +303,11 @@ def check_example_learning(ws: Workspace, output: str) -> None:
 
 
 def check_example_serve(ws: Workspace, output: str) -> None:
-    # Each agent CLI found on this machine made calls, recorded under its execution's key.
-    for cli, execution in (("claude", "serve-1"), ("codex", "serve-2")):
-        if shutil.which(cli):
-            assert f"{execution}.jsonl" in output, f"{cli} recorded no call:\n{output[-3000:]}"
+    # mini-swe-agent (a test dependency: always here) and each agent CLI found on this machine made calls,
+    # recorded under its execution's key.
+    agents = [("mini-swe-agent", "serve")] + [(cli, e) for cli, e in (("claude", "serve-1"), ("codex", "serve-2")) if shutil.which(cli)]
+    for agent, execution in agents:
+        assert f" {execution}.jsonl" in output, f"{agent} recorded no call:\n{output[-3000:]}"
 
 
 def check_example_sweep(ws: Workspace, output: str) -> None:

@@ -27,6 +27,7 @@ class ReferenceOptions:
     context_chars: int = 24_000
     context_tokens: int | None = None
     sub_agent: bool = True
+    explore: bool = True  # the exploration sub-agent before the first turn (delegate works either way)
     sub_max_turns: int = 2
     tool_timeout_s: float = 60.0
     max_output_chars: int = 8_000
@@ -35,6 +36,7 @@ class ReferenceOptions:
     tool_delay_mu: float | None = None  # simulated tool seconds per turn ~ log-normal(mu, sigma); None: off
     tool_delay_sigma: float = 1.0
     tools: list[str] | None = None  # main-agent tools offered (None: all); a short prompt for small models
+    sub_tools: list[str] | None = None  # sub-agent tools offered (None: all; must include report)
 
 
 @dataclass

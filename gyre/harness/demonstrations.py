@@ -1,17 +1,23 @@
 """Demonstrations: reference-agent transcripts of solving tasks, recorded through the real proxy.
 
-A demonstration is a list of tool calls of the reference agent (``write_file``, ``read_file``, ``bash``,
-``finish`` ...). `record_demonstrations` runs the reference harness on each task with a `ScriptedEngine`
-behind the proxy: every model call of the execution gets the next scripted tool call as its response,
-the harness executes it in the sandbox and sends the real tool result back, and the proxy records every
-call token-exactly. The records (``<run_dir>/records/*.jsonl``) are therefore what the policy would see
+A demonstration is the list of replies the reference agent's model calls get, in call order: mostly
+one tool call each (``write_file``, ``read_file``, ``bash``, ``finish`` ...), and for a branching
+execution also several calls in one reply (parallel ``delegate``), a sub-agent's replies and the text of
+a context summary. `record_demonstrations` runs the reference harness on each task with a
+`ScriptedEngine` behind the proxy: every model call of the execution gets the next scripted reply as its
+response, the harness executes it in the sandbox and sends the real tool result back, and the proxy
+records every call token-exactly. Each reply names the agent role whose call it answers (``main`` by
+default, ``sub``, ``main-summary``); the recorded calls must carry exactly those roles in that order, or
+the recording fails naming the execution (a script out of step with the harness would teach garbage). The records (``<run_dir>/records/*.jsonl``) are therefore what the policy would see
 and produce in that conversation, and supervised training on them (``gyre.sft``) trains the same tokens
 reinforcement learning later will.
 
 Where a task's demonstrations come from:
 
 - ``demonstrations.jsonl`` in the task folder, when present: one behaviour per line,
-  ``{"behaviour": str, "probability": float, "calls": [{"name": str, "arguments": {...}}, ...]}``.
+  ``{"behaviour": str, "probability": float, "calls": [REPLY, ...]}``, a REPLY being one tool call
+  ``{"name": str, "arguments": {...}}``, several ``{"tool_calls": [{"name": ..., "arguments": ...}, ...]}``
+  or a text ``{"text": str}``, each with an optional ``"agent"`` (``main``, ``sub``, ``main-summary``).
   Several lines describe a demonstrator that acts differently on different runs (the built-in ``learn``
   suite ships an imperfect one); runs draw a line by its probability.
 - otherwise the task's reference solution, turned into calls: a reference folder becomes one
@@ -35,7 +41,7 @@ from typing import TYPE_CHECKING, Any
 from gyre.envs.solutions import CopySolution, PatchSolution, ScriptSolution
 from gyre.envs.workspace import patch_paths
 from gyre.harness.config import HarnessConfig
-from gyre.harness.reference import main_tools
+from gyre.harness.reference import main_tools, sub_tools
 
 if TYPE_CHECKING:
     from gyre.envs import Sandbox, Task
@@ -52,12 +58,50 @@ class DemonstrationError(ValueError):
     """A task's demonstrations cannot be read or made; the message names the file (and line) or task."""
 
 
+REPLY_AGENTS = ("main", "sub", "main-summary")  # roles the reference agent calls with (gyre.harness.reference)
+
+
 @dataclass(frozen=True)
 class Demonstration:
     task_id: str
     behaviour: str
     probability: float
-    calls: tuple[dict[str, Any], ...]
+    calls: tuple[dict[str, Any], ...]  # replies as written in the file (see the module docstring)
+
+    @property
+    def replies(self) -> list[tuple[str, str, list[dict[str, Any]]]]:
+        """Each reply as (agent, text, tool calls)."""
+        return [reply_parts(call) for call in self.calls]
+
+
+def reply_parts(reply: dict[str, Any]) -> tuple[str, str, list[dict[str, Any]]]:
+    """(agent, text, tool calls) of one scripted reply."""
+    if "tool_calls" in reply:
+        calls = list(reply["tool_calls"])
+    elif "name" in reply:
+        calls = [{"name": reply["name"], "arguments": reply["arguments"]}]
+    else:
+        calls = []
+    return str(reply.get("agent", "main")), str(reply.get("text", "")), calls
+
+
+def _check_reply(reply: Any, where: str) -> None:
+    def is_call(call: Any) -> bool:
+        return isinstance(call, dict) and isinstance(call.get("name"), str) and isinstance(call.get("arguments"), dict)
+
+    if not isinstance(reply, dict):
+        raise DemonstrationError(f"{where} must be an object")
+    if reply.get("agent", "main") not in REPLY_AGENTS:
+        raise DemonstrationError(f"{where}: agent must be one of {REPLY_AGENTS}, got {reply.get('agent')!r}")
+    if "tool_calls" in reply:
+        if not (isinstance(reply["tool_calls"], list) and reply["tool_calls"] and all(map(is_call, reply["tool_calls"]))):
+            raise DemonstrationError(f"{where}: tool_calls must be a non-empty list of {{\"name\": str, \"arguments\": object}}")
+    elif "text" in reply:
+        if not isinstance(reply["text"], str) or not reply["text"]:
+            raise DemonstrationError(f"{where}: text must be a non-empty string")
+    elif not is_call(reply):
+        raise DemonstrationError(f"{where} must be {{\"name\": str, \"arguments\": object}}, {{\"tool_calls\": [...]}} "
+                                 "or {\"text\": str}")
 
 
 @dataclass
@@ -90,8 +134,7 @@ def read_demonstrations(path: Path, task_id: str) -> list[Demonstration]:
         if not isinstance(probability, (int, float)) or not 0 < probability <= 1:
             raise DemonstrationError(f"{where}: `probability` must be a number in (0, 1], got {probability!r}")
         for index, call in enumerate(data["calls"]):
-            if not (isinstance(call, dict) and isinstance(call.get("name"), str) and isinstance(call.get("arguments"), dict)):
-                raise DemonstrationError(f"{where}: calls[{index}] must be {{\"name\": str, \"arguments\": object}}")
+            _check_reply(call, f"{where}: calls[{index}]")
         demos.append(Demonstration(task_id, str(data.get("behaviour", "expert")), float(probability), tuple(data["calls"])))
     if not demos:
         raise DemonstrationError(f"{path}: holds no demonstration")
@@ -162,19 +205,49 @@ def draw(demos: Sequence[Demonstration], count: int, rng: random.Random) -> list
 
 
 def check_tools(demo: Demonstration, harness_config: HarnessConfig) -> None:
-    """Every call must use a tool the configured reference agent offers (else it would be refused)."""
-    offered = {tool["function"]["name"] for tool in main_tools(_tool_names(harness_config))}
-    for call in demo.calls:
-        if call["name"] not in offered:
-            raise DemonstrationError(
-                f"task {demo.task_id!r}: demonstration calls {call['name']!r}, which harness.reference.tools does "
-                f"not offer ({sorted(offered)})"
-            )
+    """Every call must use a tool the configured reference agent offers its role (else it would be refused);
+    a summary reply is text only."""
+    options = harness_config.reference
+    offered = {
+        "main": {tool["function"]["name"] for tool in main_tools(_names(options.tools))},
+        "sub": {tool["function"]["name"] for tool in sub_tools(_names(options.sub_tools))},
+        "main-summary": set(),
+    }
+    setting = {"main": "harness.reference.tools", "sub": "harness.reference.sub_tools", "main-summary": "a summary call"}
+    for agent, _, calls in demo.replies:
+        for call in calls:
+            if call["name"] not in offered[agent]:
+                raise DemonstrationError(
+                    f"task {demo.task_id!r}: demonstration's {agent} reply calls {call['name']!r}, which {setting[agent]} "
+                    f"does not offer ({sorted(offered[agent])})"
+                )
 
 
-def _tool_names(harness_config: HarnessConfig) -> tuple[str, ...] | None:
-    tools = harness_config.reference.tools
+def _names(tools: list[str] | None) -> tuple[str, ...] | None:
     return tuple(tools) if tools is not None else None
+
+
+def scripted_response(template: Any, agent: str, text: str, calls: list[dict[str, Any]]) -> list[int]:
+    """Token ids of one scripted reply, as the model would generate them (through the end-of-turn token)."""
+    from gyre.chat import Message, ToolCall
+    from gyre.chat.transcript import turn_text
+
+    tool_calls = tuple(ToolCall(f"call_{number}", call["name"], json.dumps(call["arguments"], ensure_ascii=False))
+                       for number, call in enumerate(calls))
+    return template.encode(turn_text(template, Message("assistant", text, tool_calls=tool_calls)))
+
+
+def check_roles(execution: Execution, demo: Demonstration) -> None:
+    """The recorded calls must be the script's replies, role for role (a harness out of step with the script,
+    e.g. a compaction that came a turn early, records conversations the demonstrator never had)."""
+    recorded = [call.agent for call in execution.calls]
+    scripted = [agent for agent, _, _ in demo.replies]
+    if recorded != scripted:
+        raise DemonstrationError(
+            f"demonstration {execution.id} ({demo.behaviour!r}, status {execution.status}): the harness made calls as "
+            f"{recorded}, the script answers {scripted}; check the task's demonstrations against the harness settings "
+            "(tools, context_chars, sub_max_turns, max_turns)"
+        )
 
 
 async def record_demonstrations(
@@ -190,8 +263,7 @@ async def record_demonstrations(
 ) -> DemonstrationRun:
     """Run ``samples_per_task`` demonstrations of every task through the proxy; records go to
     ``<run_dir>/records``. Must be awaited inside a running event loop (the pool's)."""
-    from gyre.chat import ChatTemplate, Message, ToolCall
-    from gyre.chat.transcript import turn_text
+    from gyre.chat import ChatTemplate
     from gyre.harness.endpoint import ProxyEndpoint
     from gyre.harness.factory import make_runner
     from gyre.harness.pool import ExecutionPool
@@ -217,12 +289,7 @@ async def record_demonstrations(
         for index, demo in enumerate(draw(demos, samples_per_task, rng)):
             check_tools(demo, harness_config)
             execution_id = f"demo-{task.id}-{index}"
-            responses = []
-            for number, call in enumerate(demo.calls):
-                arguments = json.dumps(call["arguments"], ensure_ascii=False)
-                message = Message("assistant", "", tool_calls=(ToolCall(f"call_{number}", call["name"], arguments),))
-                responses.append(template.encode(turn_text(template, message)))
-            engine.add_script(execution_id, responses)
+            engine.add_script(execution_id, [scripted_response(template, *reply) for reply in demo.replies])
             planned.append((task, execution_id, demo))
     try:
         runner = make_runner(harness_config, sandbox=sandbox, run_dir=run_dir / "executions", eval_retries=eval_retries,
@@ -233,8 +300,11 @@ async def record_demonstrations(
             executions = list(await asyncio.gather(*futures))
     finally:
         server.stop()
+    demos = {execution_id: demo for _, execution_id, demo in planned}
     for execution in executions:
         left = engine.remaining(execution.id)
         if left:
             log.warning("demonstration %s ended with %d scripted call(s) unused (status %s)", execution.id, left, execution.status)
+        if execution.status == "finished":  # a timed-out or crashed one made fewer calls; its record says so
+            check_roles(execution, demos[execution.id])
     return DemonstrationRun(executions, proxy.recorder.folder, {execution_id: demo.behaviour for _, execution_id, demo in planned})

@@ -113,10 +113,14 @@ class ReferenceHarness:
             argv += ["--context-tokens", str(opts.context_tokens)]
         if not opts.sub_agent:
             argv.append("--no-sub-agent")
+        elif not opts.explore:
+            argv.append("--no-explore")
         if opts.tool_delay_mu is not None:
             argv += ["--tool-delay-mu", str(opts.tool_delay_mu), "--tool-delay-sigma", str(opts.tool_delay_sigma)]
         if opts.tools is not None:
             argv += ["--tools", ",".join(opts.tools)]
+        if opts.sub_tools is not None:
+            argv += ["--sub-tools", ",".join(opts.sub_tools)]
         # PYTHONPATH: the agent imports this very copy of gyre, installed or not (a checkout, a worktree).
         env = {"OPENAI_BASE_URL": ctx.openai_base_url, "OPENAI_API_KEY": ctx.api_key,
                "PYTHONPATH": str(Path(GYRE_PACKAGE).parent)}

@@ -10,8 +10,9 @@ emits garbage (the tiny model's random weights never produce a valid tool call):
 
 - **sub-agent**: before its first turn the main agent delegates "explore the repository and report" to a
   sub-agent: a separate conversation with its own system prompt, whose calls carry the header
-  ``x-gyre-agent: sub``. Its report is handed to the main agent with the task. The ``delegate`` tool
-  starts further sub-agents on the model's request.
+  ``x-gyre-agent: sub``. Its report is handed to the main agent with the task (``--no-explore`` skips
+  this first one). The ``delegate`` tool starts further sub-agents on the model's request; ``--sub-tools``
+  restricts what sub-agents are offered (a shorter prompt for small models).
 - **retries**: a reply without a usable tool call (no call, an unknown tool, arguments that are not a
   JSON object or miss a required key) is discarded and the same conversation is sent again, at most
   ``--max-retries`` times (sibling branches of one prompt). Then the last invalid reply is kept, the
@@ -97,6 +98,7 @@ class Settings:
     context_chars: int = 24_000
     context_tokens: int | None = None
     sub_agent: bool = True
+    explore: bool = True  # the exploration sub-agent before the first turn (needs sub_agent)
     sub_max_turns: int = 2
     tool_timeout_s: float = 60.0
     max_output_chars: int = 8_000
@@ -109,6 +111,8 @@ class Settings:
     # Names of the main agent's tools to offer (None: all of MAIN_TOOLS). A smaller set keeps the prompt
     # short for small models; ``delegate`` needs the sub-agent.
     tools: tuple[str, ...] | None = None
+    # Names of the sub-agents' tools (None: all of SUB_TOOLS); must include ``report``.
+    sub_tools: tuple[str, ...] | None = None
 
 
 @dataclass
@@ -228,6 +232,19 @@ def main_tools(names: tuple[str, ...] | None) -> list[dict[str, Any]]:
     return [tool for tool in MAIN_TOOLS if tool["function"]["name"] in names]
 
 
+def sub_tools(names: tuple[str, ...] | None) -> list[dict[str, Any]]:
+    """The sub-agents' tool schemas, in SUB_TOOLS order, restricted to ``names`` (None: all of them)."""
+    if names is None:
+        return list(SUB_TOOLS)
+    known = [tool["function"]["name"] for tool in SUB_TOOLS]
+    unknown = sorted(set(names) - set(known))
+    if unknown:
+        raise ValueError(f"unknown sub-agent tool(s) {unknown}; the sub-agents' tools are {known}")
+    if "report" not in names:
+        raise ValueError("the sub-agent tools must include report (the only way a sub-agent hands back its result)")
+    return [tool for tool in SUB_TOOLS if tool["function"]["name"] in names]
+
+
 def _error_message(raw: bytes) -> str:
     """The ``error.message`` of an OpenAI-shaped error body, else the body itself (cut to 2000 chars)."""
     text = raw.decode("utf-8", errors="replace")
@@ -271,6 +288,7 @@ class Agent:
         self.model = model or Model(settings, self.stats)
         self.tools = Tools(workspace, timeout_s=settings.tool_timeout_s, max_output_chars=settings.max_output_chars)
         self.main_tools = main_tools(settings.tools)
+        self.sub_tools = sub_tools(settings.sub_tools)
         self.task_message: dict[str, Any] = {"role": "user", "content": f"Task:\n{instruction}"}
 
     # ------------------------------------------------------------------ the run
@@ -286,7 +304,7 @@ class Agent:
 
     def _run(self) -> int:
         task = f"Task:\n{self.instruction}"
-        if self.settings.sub_agent:
+        if self.settings.sub_agent and self.settings.explore:
             report = self.sub_agent(EXPLORE_TASK.format(workspace=self.workspace, instruction=self.instruction))
             task += f"\n\nA helper explored the repository and reported:\n{report}"
         self.task_message = {"role": "user", "content": task}
@@ -380,12 +398,12 @@ class Agent:
         last_text = ""
         for _ in range(self.settings.sub_max_turns):
             try:
-                reply, calls, problem = self.turn(conversation, SUB_TOOLS, "sub")
+                reply, calls, problem = self.turn(conversation, self.sub_tools, "sub")
             except PromptTooLong:
                 break
             last_text = reply.message["content"] or last_text
             if calls is None:
-                self.reject(conversation, reply, problem or NO_TOOL_CALL, SUB_TOOLS)
+                self.reject(conversation, reply, problem or NO_TOOL_CALL, self.sub_tools)
                 continue
             conversation.messages.append(reply.message)
             for call in calls:
@@ -414,7 +432,8 @@ def parse_args(argv: list[str] | None = None) -> tuple[str, Path, Settings]:
     parser.add_argument("--max-retries", type=int, default=defaults.max_retries, help="re-sends of a turn after an unusable reply")
     parser.add_argument("--context-chars", type=int, default=defaults.context_chars, help="compact past this many characters")
     parser.add_argument("--context-tokens", type=int, default=None, help="compact when prompt + max_tokens passes this")
-    parser.add_argument("--no-sub-agent", action="store_true", help="skip the first-turn exploration sub-agent")
+    parser.add_argument("--no-sub-agent", action="store_true", help="no sub-agents at all (no exploration, no delegate)")
+    parser.add_argument("--no-explore", action="store_true", help="skip the first-turn exploration sub-agent (delegate still works)")
     parser.add_argument("--sub-max-turns", type=int, default=defaults.sub_max_turns, help="turns of each sub-agent")
     parser.add_argument("--tool-timeout", type=float, default=defaults.tool_timeout_s, help="seconds per bash command")
     parser.add_argument("--max-output-chars", type=int, default=defaults.max_output_chars, help="tool output kept per call")
@@ -423,6 +442,7 @@ def parse_args(argv: list[str] | None = None) -> tuple[str, Path, Settings]:
     parser.add_argument("--tool-delay-mu", type=float, default=None, help="log-normal mu of simulated tool seconds per turn")
     parser.add_argument("--tool-delay-sigma", type=float, default=defaults.tool_delay_sigma, help="log-normal sigma of it")
     parser.add_argument("--tools", default=None, help="comma-separated main-agent tools to offer (default: all)")
+    parser.add_argument("--sub-tools", default=None, help="comma-separated sub-agent tools to offer (default: all)")
     args = parser.parse_args(argv)
     for name in ("max_turns", "max_tokens", "context_chars", "sub_max_turns", "max_output_chars"):
         if getattr(args, name) < 1:
@@ -448,6 +468,11 @@ def parse_args(argv: list[str] | None = None) -> tuple[str, Path, Settings]:
         parser.error(f"--tools: {error}")
     if tools is not None and "delegate" in tools and args.no_sub_agent:
         parser.error("--tools: delegate needs the sub-agent (drop --no-sub-agent or the delegate tool)")
+    sub_names = tuple(name.strip() for name in args.sub_tools.split(",") if name.strip()) if args.sub_tools is not None else None
+    try:
+        sub_tools(sub_names)
+    except ValueError as error:
+        parser.error(f"--sub-tools: {error}")
     settings = Settings(
         model=args.model,
         max_turns=args.max_turns,
@@ -457,6 +482,7 @@ def parse_args(argv: list[str] | None = None) -> tuple[str, Path, Settings]:
         context_chars=args.context_chars,
         context_tokens=args.context_tokens,
         sub_agent=not args.no_sub_agent,
+        explore=not args.no_explore,
         sub_max_turns=args.sub_max_turns,
         tool_timeout_s=args.tool_timeout,
         max_output_chars=args.max_output_chars,
@@ -465,6 +491,7 @@ def parse_args(argv: list[str] | None = None) -> tuple[str, Path, Settings]:
         tool_delay_mu=args.tool_delay_mu,
         tool_delay_sigma=args.tool_delay_sigma,
         tools=tools,
+        sub_tools=sub_names,
     )
     return instruction, args.workspace.absolute(), settings
 

@@ -53,6 +53,7 @@ class LoopConfig:
     save_every: int = 1  # checkpoint every k steps and after the last (0: never)
     val_every: int = 0  # validate every k steps, before the first and after the last (0: never)
     val_samples: int = 1  # executions per held-out task at each validation
+    val_at_start: bool = True  # validate the starting policy before the first step (with val_every)
     timeline_every: int = 1  # plot the cell-role timeline every k steps
     poll_s: float = 0.2  # how often the loop re-observes when nothing happened
     resume: bool = False
@@ -69,6 +70,20 @@ def rewards_by_domain(executions: list[Execution]) -> dict[str, list[float]]:
 def model_seconds(execution: Execution) -> float:
     """Seconds an execution spent inside model calls, as the proxy timed them (calls run one at a time)."""
     return float(sum(call.timings.get("proxy_total_s", call.timings.get("total_s", 0.0)) for call in execution.calls))
+
+
+def tree_shape(executions: list[Execution]) -> dict[str, float]:
+    """How the executions' calls branch: ``paths_mean`` (root-to-leaf paths per execution: sub-agents,
+    summaries and retries each open one) and ``shared_token_fraction`` (share of the tokens per-path training
+    would compute that the prefix-shared trees compute once)."""
+    from gyre.trajectory import build_tree
+
+    trees = [build_tree(e.calls, e.id) for e in executions if e.calls]
+    if not trees:
+        return {}
+    path_tokens = sum(tree.path_token_count() for tree in trees)
+    return {"paths_mean": float(np.mean([tree.num_paths for tree in trees])),
+            "shared_token_fraction": 1.0 - sum(tree.num_tokens for tree in trees) / path_tokens}
 
 
 @dataclass
@@ -322,6 +337,8 @@ class Driver:
         # and its length bias against rollout/execution_time_s, every execution that finished)
         metrics["train/execution_time_s"] = [e.reward_detail.get("wall_s", float("nan")) for e in executions]
         metrics["rollout/calls_per_execution_mean"] = float(np.mean([len(e.calls) for e in executions]))
+        # How the step's executions branched, before trajectory.max_paths (what was trained: tokens/*)
+        metrics.update({f"trees/{key}": value for key, value in tree_shape(executions).items()})
         self.finished_log = []
         metrics["staleness/mean"] = float(np.mean(staleness)) if staleness else 0.0
         metrics["staleness/max"] = int(max(staleness)) if staleness else 0
@@ -356,16 +373,27 @@ class Driver:
 
     async def validate(self, step: int) -> dict[str, Any]:
         """Every held-out task ``val_samples`` times with the current weights (never trained on); logged as
-        ``val/*`` at ``step`` and plotted into ``val_curve.png``. ``val/pass_rate`` counts full credit,
-        ``val/score`` is the mean reward (partial credit included)."""
+        ``val/*`` at ``step`` and plotted into ``val_curve.png``. ``val/pass_rate`` counts full credit (with
+        its 95% Wilson interval ``val/pass_rate_ci``), ``val/score`` is the mean reward (partial credit
+        included). ``val/planned`` executions were started and ``val/executions`` scored: a benchmark must
+        not read a pass rate whose denominator shrank (`gyre.trainer.intervals.check_complete`)."""
+        from gyre.trainer.intervals import wilson
+
         version = self.cluster.version
         futures = [self.pool.submit(task, group=f"val-{step}", sample_index=index)
                    for task in self.val_tasks for index in range(self.cfg.val_samples)]
-        executions = [e for e in await asyncio.gather(*futures) if is_scorable(e)]
+        everything = await asyncio.gather(*futures)
+        executions = [e for e in everything if is_scorable(e)]
         rewards = np.asarray([e.reward for e in executions], dtype=float)
+        passes = int((rewards >= 1.0).sum())
         metrics: dict[str, Any] = {
             "val/pass_rate": float((rewards >= 1.0).mean()) if rewards.size else float("nan"),
+            "val/pass_rate_ci": list(wilson(passes, rewards.size)) if rewards.size else [float("nan")] * 2,
+            "val/passes": passes,
             "val/score": float(rewards.mean()) if rewards.size else float("nan"),
+            "val/rewards": [float(r) for r in rewards],  # per execution, for intervals of differences
+            "val/planned": len(futures),
+            "val/unscorable": len(everything) - len(executions),
             "val/executions": len(executions),
             "val/step": step,  # the training steps behind the validated weights
             "val/policy_version": version,
@@ -375,6 +403,7 @@ class Driver:
         for domain, values in rewards_by_domain(executions).items():
             metrics[f"val/pass_rate/{domain}"] = float(np.mean(np.asarray(values) >= 1.0))
             metrics[f"val/score/{domain}"] = float(np.mean(values))
+        metrics.update({f"val/{key}": value for key, value in tree_shape(executions).items()})
         self.val_history.append({"step": step, **metrics})
         self.val_history.sort(key=lambda row: row["step"])
         self.tracker.log(metrics, step=max(step, self.steps_done))
@@ -481,7 +510,7 @@ class Driver:
         if resumed:
             self.curve_rows = self._earlier_curve_rows()
         await self.cluster.start_rollout()
-        if self.cfg.val_every and self.val_tasks and not resumed:
+        if self.cfg.val_every and self.val_tasks and self.cfg.val_at_start and not resumed:
             await self.validate(0)  # the starting policy, before any training (a clean "before" figure)
         last = time.perf_counter()
         while not (self.steps_done >= self.cfg.total_steps and self.training is None):

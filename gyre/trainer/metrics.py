@@ -12,6 +12,7 @@ from typing import Any
 
 LOGGED_AS = {
     "train_time_s": "train/time_s",
+    "fwd_bwd_s": "train/fwd_bwd_s",
     "weight_sync_s": "train/weight_sync_s",
     "trainer_members": "train/cells",
     "tree_tokens": "tokens/tree",

@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 
 from gyre.ops.tree_attention import DEFAULT_BLOCK_SIZE
@@ -30,7 +31,6 @@ from gyre.trainer.renaming import Renaming
 from gyre.trainer.sft_data import SFTExample
 from gyre.replica.step import StepConfig, backward_edges
 from gyre.trajectory import assign_loss_weights, build_tree, pack_trees
-from gyre.trajectory.sharing import common_prefix_length, drop_prefix
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +48,7 @@ class SFTConfig:
     attention_backend: str = "auto"
     attention_block_size: int = DEFAULT_BLOCK_SIZE
     loss_agg: str = "execution_token_mean"
-    short_context_steps: int = 0  # first steps train without the prompt prefix every demonstration shares
+    short_context_steps: int = 0  # first steps train without the prompts demonstrations share (`short_context`)
     rename_file: str | None = None  # JSON {"words", "exclude"}: words renamed afresh in every example at every step
     save_every: int = 100  # checkpoint every k steps (the last step always saves)
     log_every: int = 10
@@ -71,19 +71,46 @@ def demonstration_trees(examples: list[SFTExample], batch_executions: int, loss_
     return trees
 
 
-def short_context(trees: list[TrajectoryTree], cut: int) -> list[TrajectoryTree]:
-    """The trees without the first ``cut`` tokens, the prompt prefix all demonstrations share (a harness's
-    system prompt and tool list; `common_prefix_length` of the whole data).
+def conversation_kind(agent: str) -> str:
+    """Calls of one kind share a system prompt and tool list: an agent and its summaries (``main`` and
+    ``main-summary``; ``sub`` and ``sub-summary``)."""
+    return agent.split("-", 1)[0]
+
+
+def shared_prompts(examples: list[SFTExample]) -> dict[str, list[int]]:
+    """For each conversation kind, the prompt prefix every call of that kind in the data starts with (a
+    harness's system prompt and tool list, and whatever opening the tasks share)."""
+    shared: dict[str, list[int]] = {}
+    for example in examples:
+        for call in example.calls:
+            kind = conversation_kind(call.agent)
+            prefix = shared.get(kind)
+            prompt = list(call.prompt_ids)
+            if prefix is None:
+                shared[kind] = prompt
+            else:
+                size = min(len(prefix), len(prompt))
+                differ = next((i for i in range(size) if prefix[i] != prompt[i]), size)
+                shared[kind] = prefix[:differ]
+    return shared
+
+
+def short_context(example: SFTExample, shared: dict[str, list[int]]) -> SFTExample:
+    """The example with every call's shared prompt (`shared_prompts`) cut away but its last token (which may
+    predict the first trained token); a main agent and its sub-agents become separate roots.
 
     Why: attention that must find a few instruction tokens behind hundreds of shared prompt tokens gets a
     gradient diluted by the prompt's length, so a small model trained from scratch on full prompts learns
     to copy from the instruction very slowly; trained first on the turns alone (positions restart at 0;
     attention is relative), it learns where to look, and the full prompts that follow only teach it to
-    look past the prefix. With ``short_context_steps=0`` nothing is cut."""
-    if cut == 0:
-        return trees
-    # Keep the last shared token: the first trained token may be predicted by it.
-    return [drop_prefix(tree, cut - 1) for tree in trees]
+    look past the prefix."""
+    from dataclasses import replace
+
+    calls = []
+    for call in example.calls:
+        cut = max(0, len(shared[conversation_kind(call.agent)]) - 1)
+        calls.append(replace(call, prompt_ids=list(call.prompt_ids[cut:])))
+    return replace(example, calls=calls)
 
 
 def sft_microbatch_backward(model: torch.nn.Module, batch: PackedBatch, cfg: SFTConfig) -> dict[str, float]:
@@ -198,24 +225,27 @@ class SFTTrainer:
         if self.cfg.resume:
             self.resume()
         torch.manual_seed(self.seed)
-        trees = demonstration_trees(examples, self.cfg.batch_executions, self.cfg.loss_agg)
-        shared = common_prefix_length(trees)
+        shared = shared_prompts(examples)
         renaming = None
         if self.cfg.rename_file:
             renaming = Renaming.from_file(self.cfg.rename_file, self.tokenizer)
-            renaming.check_prefix(trees[0].ids[:shared])
+            renaming.check_prefix(np.asarray([token for prompt in shared.values() for token in prompt], dtype=np.int64))
+        # The short-context phase trains on the examples with their shared prompts cut (`short_context`).
+        sources = {False: examples, True: [short_context(example, shared) for example in examples]
+                   if self.cfg.short_context_steps else examples}
+        trees = {key: demonstration_trees(data, self.cfg.batch_executions, self.cfg.loss_agg) if renaming is None else None
+                 for key, data in sources.items()}
         progress = _Progress(self.cfg.steps, self.step, enabled=self.progress)
         try:
             while self.step < self.cfg.steps:
-                chosen = self.next_batch(len(trees))
+                chosen = self.next_batch(len(examples))
+                short = self.step < self.cfg.short_context_steps
                 if renaming is None:
-                    batch = [trees[i] for i in chosen]
+                    batch = [trees[short][i] for i in chosen]
                 else:  # seeded by the step, so a resumed run renames as an uninterrupted one would
                     rng = random.Random(f"{self.seed}:{self.step}")
-                    renamed = [renaming.apply(examples[i], rng) for i in chosen]
+                    renamed = [renaming.apply(sources[short][i], rng) for i in chosen]
                     batch = demonstration_trees(renamed, self.cfg.batch_executions, self.cfg.loss_agg)
-                if self.step < self.cfg.short_context_steps:
-                    batch = short_context(batch, shared)
                 metrics = self.train_step(batch)
                 self.history.append({"step": self.step, **metrics})
                 progress.update(self.step, metrics["sft/loss"])

@@ -15,6 +15,7 @@ import hashlib
 import json
 import logging
 import shutil
+import time
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -29,7 +30,7 @@ from gyre.trainer.sft_data import DemonstrationSet, load_records, load_transcrip
 log = logging.getLogger(__name__)
 
 # Bump when the way a warm start is built changes in a way its key cannot see.
-WARM_START_VERSION = 1
+WARM_START_VERSION = 2
 
 
 def record_suite_demonstrations(cfg: Any, model_path: str, per_task: int, run_dir: Path) -> DemonstrationSet:
@@ -93,6 +94,15 @@ def _files_digest(root: Path) -> str:
     return digest.hexdigest()
 
 
+# Harness keys that do not change what a scripted demonstration records: a greedy evaluation of the warm start
+# (harness.temperature=0) or a run without progress bars reuses the same checkpoint.
+NOT_DEMONSTRATED = ("temperature", "progress", "concurrency", "score_concurrency")
+
+
+def demonstration_harness(cfg: Any) -> dict:
+    return {key: value for key, value in to_plain(cfg.harness).items() if key not in NOT_DEMONSTRATED}
+
+
 def warm_start_key(cfg: Any) -> str:
     from gyre.envs.config import EnvConfig
     from gyre.models import resolve_model_path
@@ -103,7 +113,7 @@ def warm_start_key(cfg: Any) -> str:
         "version": WARM_START_VERSION,
         "model": str(model), "model_config": (model / "config.json").read_text(), "dtype": str(cfg.model.dtype),
         "suite": _files_digest(env.resolved_path()), "domain": env.domain, "loader": env.loader,
-        "harness": to_plain(cfg.harness), "warm_start": to_plain(cfg.warm_start), "seed": int(cfg.seed),
+        "harness": demonstration_harness(cfg), "warm_start": to_plain(cfg.warm_start), "seed": int(cfg.seed),
     }
     rename_file = cfg.warm_start.sft.get("rename_file")
     if rename_file:  # its words and exclusions shape the checkpoint, not only its path
@@ -120,16 +130,21 @@ def warm_start(cfg: Any, run_dir: Path) -> str:
     final = folder / "checkpoints" / "latest"
     folder.parent.mkdir(parents=True, exist_ok=True)
     # Two runs that start together (a sweep, parallel tests) build it once: the second waits for the first.
+    built_s = 0.0
     with FileLock(f"{folder}.lock"):
         if not (folder / "done.json").is_file():
             log.info("warm start: demonstrations + supervised training into %s", folder)
             shutil.rmtree(folder, ignore_errors=True)
+            started = time.perf_counter()
             checkpoint = supervised_run(cfg, section.sft, folder, demonstrations=int(section.demonstrations))
-            (folder / "done.json").write_text(json.dumps({"checkpoint": str(checkpoint)}))
+            built_s = time.perf_counter() - started
+            (folder / "done.json").write_text(json.dumps({"checkpoint": str(checkpoint), "built_s": built_s}))
         else:
             log.info("warm start: reusing %s", final.resolve())
     for name in ("sft_loss.png", "demonstrations/demonstrations.json"):
         if (folder / name).is_file():
             shutil.copy(folder / name, run_dir / Path(name).name)
-    (run_dir / "warm_start.json").write_text(json.dumps({"checkpoint": str(final.resolve()), "cache": str(folder)}, indent=1))
+    # built_s: seconds this run spent building it (0: reused from the cache)
+    (run_dir / "warm_start.json").write_text(json.dumps({"checkpoint": str(final.resolve()), "cache": str(folder),
+                                                         "built_s": built_s}, indent=1))
     return str(final.resolve())

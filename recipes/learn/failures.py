@@ -1,17 +1,23 @@
 """What the policy got wrong on the learn suite, per validation (or per stretch of training steps).
 
-    python recipes/learn/failures.py runs/<run> [--split heldout|train] [--every 8] [--suite recipes/learn/tasks]
+    python recipes/learn/failures.py runs/<run> [--split dev|test|train] [--every 8] [--suite recipes/learn/tasks]
 
 Reads a finished run's folder (``executions/<id>/workspace`` as the agent left it, ``records/<id>.jsonl`` for
-the weight version that made each execution's first call) and the suite's task folders, and counts each
-execution under one outcome: ``pass``, or the mistake that cost it credit:
+the weight version that made each execution's first call and, for ``search``, what the sub-agents reported
+and the summary said) and the suite's task folders, and counts each execution under one outcome: ``pass``,
+or the mistake that cost it credit.
 
-- ``outdated``: a file holds the outdated value the instruction names (a demonstrator mistake);
-- ``stopped_early``: write2 with the first file right and the second never written (a demonstrator mistake);
-- ``source_changed``: copy that overwrote the source (a demonstrator mistake);
-- ``wrong_name``: a file written under a name the instruction does not give (a path copied wrongly);
-- ``garbled_value``: a file with content that is neither the new nor the outdated value (copied wrongly);
-- ``missing``: an expected file never written; ``no_write``: copy with nothing written.
+``search`` (the recipe's family):
+
+- ``outdated_from_sub``: the file holds the outdated value, which the sub-agent that read the page reported
+  (a demonstrator mistake); ``outdated_from_summary``: the reports had the current value, the summary
+  named the outdated one; ``outdated``: the file holds it and the records do not say where it came from;
+- ``no_write``: the file was never written (the demonstrator's other mistake, or a policy that stopped);
+- ``garbled_value``: the file holds neither value (copied wrongly); ``wrong_name``: a file written under
+  another name; ``page_changed``: a page was overwritten.
+
+``write`` / ``write2`` / ``copy``: ``outdated``, ``stopped_early`` (write2's second file never written),
+``source_changed`` (copy overwrote its source), ``wrong_name``, ``garbled_value``, ``missing``, ``no_write``.
 
 The demonstrator's mistakes are what RL should remove through the reward; the copying errors measure how
 well the policy copies strings it has not seen.
@@ -26,13 +32,40 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 SUITE = Path(__file__).resolve().parent / "tasks"
-CHECK_FILE = "check_task.py"
+CHECK_FILES = {"test_task.py", "check_task.py"}
+QUOTED = re.compile(r'"([^"]+)"')
 
 
-def outcome(task: Path, workspace: Path) -> str:
+def search_outcome(task: Path, workspace: Path, texts: tuple[str, str] | None) -> str:
+    """``texts``: (the summary call's prompt, its response), decoded, when the records hold them."""
+    (out, new), = ((p.name, p.read_text().strip()) for p in (task / "reference").iterdir())
+    pages = {p.name: p.read_text() for p in (task / "workspace").iterdir()}
+    old = next(QUOTED.search(line).group(1) for text in pages.values() for line in text.splitlines()
+               if line.startswith("outdated value"))
+    found = {p.name: p.read_text() for p in workspace.iterdir() if p.is_file() and p.name not in CHECK_FILES}
+    if any(found.get(name) != text for name, text in pages.items()):
+        return "page_changed"
+    written = found.get(out)
+    if written is not None and written.strip() == new:
+        return "pass"
+    if set(found) - set(pages) - {out}:
+        return "wrong_name"
+    if written is None:
+        return "no_write"
+    if written.strip() != old:
+        return "garbled_value"
+    if texts is None:
+        return "outdated"
+    prompt, summary = texts
+    if f'The current value is "{old}"' in prompt:  # a sub-agent's report, as the main agent read it
+        return "outdated_from_sub"
+    return "outdated_from_summary" if old in summary else "outdated"
+
+
+def file_outcome(task: Path, workspace: Path) -> str:
     family = task.name.split("-")[1]
     expected = {p.name: p.read_text().strip() for p in sorted((task / "reference").iterdir())}
-    found = {p.name: p.read_text().strip() for p in workspace.iterdir() if p.is_file() and p.name != CHECK_FILE}
+    found = {p.name: p.read_text().strip() for p in workspace.iterdir() if p.is_file() and p.name not in CHECK_FILES}
     wrong = [name for name, content in expected.items() if found.get(name) != content]
     if not wrong:
         return "pass"
@@ -50,30 +83,51 @@ def outcome(task: Path, workspace: Path) -> str:
     return "+".join(sorted(kinds | ({"wrong_name"} if extra else set())))
 
 
-def first_version(records: Path) -> int | None:
-    try:
-        with records.open() as handle:
-            return int(json.loads(handle.readline())["weight_version"])
-    except (OSError, ValueError, KeyError):
-        return None
+class Records:
+    """An execution's call records: the first call's weight version, the summary call's text."""
+
+    def __init__(self, run: Path) -> None:
+        self.run = run
+        self._decode = None
+
+    def lines(self, execution: str) -> list[dict]:
+        try:
+            return [json.loads(line) for line in (self.run / "records" / f"{execution}.jsonl").read_text().splitlines() if line]
+        except (OSError, ValueError):
+            return []
+
+    def summary_texts(self, calls: list[dict]) -> tuple[str, str] | None:
+        call = next((c for c in calls if c.get("agent") == "main-summary" and "prompt_ids" in c), None)
+        if call is None:
+            return None
+        if self._decode is None:
+            from gyre.models import load_tokenizer  # the built-in tokenizer: the recipe's models share it
+
+            tokenizer = load_tokenizer("small")
+            self._decode = lambda ids: tokenizer.decode(ids)
+        return self._decode(call["prompt_ids"]), self._decode(call["response_ids"])
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("run", type=Path, help="a run folder of +recipe=learn")
-    parser.add_argument("--split", choices=["heldout", "train"], default="heldout")
-    parser.add_argument("--every", type=int, default=8, help="versions per row (trainer.val_every for held-out)")
+    parser.add_argument("--split", choices=["dev", "test", "train"], default="dev")
+    parser.add_argument("--every", type=int, default=8, help="versions per row (trainer.val_every for validations)")
     parser.add_argument("--suite", type=Path, default=SUITE,
-                        help="the suite the run used: a folder of train/ and heldout/ (default: the recipe's)")
+                        help="the suite the run used: a folder of train/, dev/ and test/ (default: the recipe's)")
     args = parser.parse_args()
+    records = Records(args.run)
     rows: dict[int, Counter] = defaultdict(Counter)
     for execution in sorted((args.run / "executions").glob(f"{args.split}-*")):
-        version = first_version(args.run / "records" / f"{execution.name}.jsonl")
+        calls = records.lines(execution.name)
         task = args.suite / args.split / "-".join(execution.name.split("-")[:3])
-        if version is None or not task.is_dir():
+        if not calls or not task.is_dir():
             continue  # no call made, or not a task of this suite
         family = task.name.split("-")[1]
-        rows[version // args.every * args.every][f"{family}:{outcome(task, execution / 'workspace')}"] += 1
+        workspace = execution / "workspace"
+        outcome = (search_outcome(task, workspace, records.summary_texts(calls)) if family == "search"
+                   else file_outcome(task, workspace))
+        rows[int(calls[0]["weight_version"]) // args.every * args.every][f"{family}:{outcome}"] += 1
     for version, counts in sorted(rows.items()):
         total = sum(counts.values())
         passed = sum(n for key, n in counts.items() if key.endswith(":pass"))

@@ -1,39 +1,44 @@
-"""Generate the built-in `learn` suite: small file tasks a CPU model can learn, with a held-out split.
+"""Generate the built-in `learn` suite: tasks a CPU model can learn, in three splits (train / dev / test).
 
-    python recipes/learn/make_tasks.py [--out recipes/learn/tasks] [--train 288] [--heldout 48] [--words 45] [--seed 0]
+    python recipes/learn/make_tasks.py [--out recipes/learn/tasks] [--train 288] [--dev 48] [--test 48]
+                                       [--families search] [--words 45] [--seed 0]
 
 Every task is an NL2RepoBench task folder (start.md, test_case_count.txt, test_commands.json,
-test_files.json, hidden/, reference/, plus Gyre's optional workspace/ of starting files), in one of three
-families, each scored by two hidden checks (so the reward is 0, 0.5 or 1: partial credit):
+test_files.json, hidden/, reference/, plus Gyre's optional workspace/ of starting files), scored by two
+hidden checks (so the reward is 0, 0.5 or 1: partial credit). Families:
 
+- ``search`` (the recipe's; its executions branch): the current value is on one of six pages the agent
+  starts with (``page1.txt`` .. ``page6.txt``), next to an outdated one; the agent must write it into a
+  new file. The answer is reachable only through tool outputs: the reference agent, as the demonstrator,
+  hands each page to a sub-agent in one reply (six ``delegate`` calls: six conversations of their own,
+  tagged ``sub``, each reading its page and reporting), its conversation then passes the harness's
+  ``context_chars`` and is rewritten by a summary (a ``main-summary`` call), and from that summary it
+  writes the file and finishes: 16 model calls, a tree of 8 paths (6 sub-agents, the conversation before
+  the summary, the one after). Checks: the file exists; it holds the current value.
 - ``write``: create one file whose content the instruction gives; the instruction also names an outdated
   value that must not be used. Checks: the file exists; its content is the new value.
-- ``write2``: the same for two files (two tool calls, several turns). Checks: each file's content.
-- ``copy``: copy a given file into a new one. The content is not in the instruction: the agent must read
-  the file first (read_file, then write_file with what it read). Checks: the copy is exact; the source
-  is unchanged.
+- ``write2``: the same for two files. Checks: each file's content.
+- ``copy``: copy a given file into a new one (read_file, then write_file with what it read). Checks: the
+  copy is exact; the source is unchanged.
 
-Each tool call's arguments are copied from the instruction (paths, values) or from a tool result (the
-copied content). Names and values are pairs of words (``<word>_<word>.txt``, ``<word>-<word>``), and
-every ordered pair of words is used at most once in the whole suite: no string repeats across tasks, so
-supervised training cannot fit the split by remembering strings, and no held-out path, value or content
-occurs anywhere in training. Validation measures what the policy does with strings it never saw. The
-words are whole tokens of the built-in tokenizer, so every token a held-out answer needs also occurs in
-training (a model cannot emit a token it never learned to emit; the split tests new strings, not new
-tokens).
+Names and values are pairs of words (``<word>_<word>.txt``, ``<word>-<word>``), and every ordered pair is
+used at most once in the whole suite, so **no name or value occurs in more than one split** (nor in two
+tasks): validation measures what the policy does with strings it never saw. The words are whole tokens of
+the built-in tokenizer that occur in no fixed text the agent sees (the harness's prompts and tool schemas,
+the suite's own sentences), so every token a held-out answer needs also occurs in training, and renaming
+(below) never rewrites a fixed text.
 
-Training tasks also carry ``demonstrations.jsonl``: transcripts of an imperfect demonstrator (what a
-weaker model's logged runs would give), one line per behaviour with its probability. It picks the
-outdated value with probability 0.35, stops after the first of two files with probability 0.3, and
-copies into the source path instead of the new one with probability 0.35; otherwise it does the right
-thing. Supervised training on these transcripts learns those mistakes at those rates (a policy that
-solves about half of the tasks it imitates well; the held-out pass rate after supervised training
-is lower, since copying new strings is also imperfect); reinforcement learning can only remove them through the reward.
+Training tasks carry ``demonstrations.jsonl``: transcripts of an imperfect demonstrator (what a weaker
+model's logged runs would give), one line per behaviour with its probability. In ``search`` its sub-agent
+reports the outdated value rather than the current one with probability 0.6 (more often than not, so that
+decoding the imitating model greedily cannot remove that mistake: only the reward can), and it finishes
+without writing the file with probability 0.25. In the other families it picks the outdated value with
+probability 0.35, stops after the first of two files with probability 0.3, and copies into the source path
+instead of the new one with probability 0.35.
 
 ``rename.json`` lists the words the warm start may rename in its demonstrations (``sft.rename_file``,
 `gyre.trainer.renaming`: fresh names at every supervised step, so that the model learns to copy names
-rather than fit the training tasks' ones) and every held-out string, which renaming must never produce.
-Words of the reference harness's own prompt are left out of it (renaming them would rewrite the prompt).
+rather than fit the training tasks' ones) and every dev and test string, which renaming must never produce.
 
 Deterministic: re-running with the same arguments rewrites the same files.
 """
@@ -49,8 +54,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 # Whole tokens of the built-in tokenizer (with and without a leading space), so names and values are short.
-# The suite uses the first --words of them (45: the committed suite; all 104 give 10712 pairs, room for
-# ~2600 tasks).
+# The suite uses the first --words of them that no fixed text holds (see `fixed_token_words`).
 WORDS = (
     "back begin best blocks break case change check class close codes column data decode default diff encode "
     "equal file find flag form group header import item line list long make mark match next only pair parse "
@@ -59,36 +63,51 @@ WORDS = (
     "name norm object pairs posix prefix quotes replace repr result self sent source split start state string "
     "strip table tabs test text three token true tuple unified used value width word words wrap yield"
 ).split()
-
-# Words of the reference harness's system prompt and tool schemas ("write_file", "start_line", "object"...):
-# names may use them, but renaming them would rewrite the prompt (gyre.trainer.renaming refuses them).
-PROMPT_WORDS = {"file", "line", "lines", "only", "current", "desc", "name", "object", "self", "start", "string", "text"}
 RENAME_FILE = "rename.json"
+SPLITS = ("train", "dev", "test")
+HELD_OUT = ("dev", "test")
 
+# The search family (the recipe's). CONTEXT_CHARS must equal harness.reference.context_chars of
+# conf/recipe/learn.yaml (tested): the demonstrator's conversation passes it once, after the six reports.
+PAGES = 6
+CONTEXT_CHARS = 1600
+OUTDATED_REPORT_PROBABILITY = 0.6  # the demonstrator's sub-agent reports the outdated value
+NO_WRITE_PROBABILITY = 0.25  # the demonstrator finishes after the summary without writing the file
+# The other families.
 STALE_PROBABILITY = 0.35  # the demonstrator writes the outdated value
 EARLY_STOP_PROBABILITY = 0.3  # the demonstrator finishes after the first of two files
 WRONG_TARGET_PROBABILITY = 0.35  # the demonstrator copies into the source path
-FAMILIES = ("write", "write2", "copy")
-CHECK_FILE = "check_task.py"
+FAMILIES = ("search", "write", "write2", "copy")
+CHECK_FILE = "test_task.py"
+# The hidden checks are pytest tests: scorers count the tests pytest reports passed (by node id), never a printed count.
+# No plugin autoload: the installed plugins (xdist, timeout) would triple the start-up time of every scoring.
+TEST_COMMAND = f"PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 python -m pytest -q -p no:cacheprovider {CHECK_FILE}"
 
-CHECK_SCRIPT = '''"""Hidden checks of task {task_id}: prints one line per check and "N passed, M failed"."""
+SEARCH_INSTRUCTION = ('Write the current value into the new file "{out}". It is on one of the pages page1.txt to '
+                      f"page{PAGES}.txt: hand each page to a helper.\n")
+PAGE_NAME = "page{index}.txt"
+PAGE_TASK = "Find the current value in page{index}.txt."
+EMPTY_PAGE = "No value on this page.\n"
+NOT_FOUND = "No current value in page{index}.txt."
+FOUND = 'The current value is "{value}".'
+CURRENT_LINE = 'current value: "{value}"'
+OUTDATED_LINE = 'outdated value: "{value}"'
+
+CHECK_SCRIPT = '''"""Hidden checks of task {task_id}, one pytest test each."""
 from pathlib import Path
 
-CHECKS = {checks}
+HERE = Path(__file__).resolve().parent
 
 
 def content(path):
-    file = Path(path)
+    file = HERE / path
     return file.read_text(encoding="utf-8", errors="replace").strip() if file.is_file() else None
+{tests}'''
+CHECK_TEST = '''
 
-
-passed = 0
-for name, kind, path, expected in CHECKS:
-    found = content(path)
-    ok = found is not None if kind == "exists" else found == expected
-    passed += ok
-    print(("PASSED " if ok else "FAILED ") + name + ("" if ok else f": found {{found!r}}"))
-print(f"{{passed}} passed, {{len(CHECKS) - passed}} failed")
+def test_{name}():
+    found = content({path!r})
+    assert {condition}, f"found {{found!r}}"
 '''
 
 
@@ -113,6 +132,74 @@ def read_call(path: str) -> dict:
 
 
 FINISH = {"name": "finish", "arguments": {"summary": "done"}}
+
+
+def sub(reply: dict) -> dict:
+    return {"agent": "sub", **reply}
+
+
+def make_search(task_id: str, out: str, new: str, old: str, rng: random.Random) -> Task:
+    """Six pages, one holding the current value (and an outdated one, in either order); see the module docstring."""
+    found_on = rng.randrange(1, PAGES + 1)
+    lines = [CURRENT_LINE.format(value=new), OUTDATED_LINE.format(value=old)]
+    rng.shuffle(lines)
+    pages = {PAGE_NAME.format(index=i): ("\n".join(lines) + "\n" if i == found_on else EMPTY_PAGE)
+             for i in range(1, PAGES + 1)}
+    delegate = {"tool_calls": [{"name": "delegate", "arguments": {"task": PAGE_TASK.format(index=i)}}
+                               for i in range(1, PAGES + 1)]}
+    o, n = OUTDATED_REPORT_PROBABILITY, NO_WRITE_PROBABILITY
+    demonstrations = []
+    for reported, p_report, label in ((new, 1 - o, ""), (old, o, "sub-agent reports the outdated value")):
+        replies = [delegate]
+        for i in range(1, PAGES + 1):
+            report = FOUND.format(value=reported) if i == found_on else NOT_FOUND.format(index=i)
+            replies += [sub(read_call(PAGE_NAME.format(index=i))), sub({"name": "report", "arguments": {"report": report}})]
+        replies.append({"agent": "main-summary", "text": FOUND.format(value=reported)})
+        for writes, p_write in ((True, 1 - n), (False, n)):
+            behaviour = ", ".join(filter(None, (label, "" if writes else "finishes without writing"))) or "expert"
+            calls = [*replies, *([write_call(out, reported)] if writes else []), FINISH]
+            demonstrations.append({"behaviour": behaviour, "probability": p_report * p_write, "calls": calls})
+    check_compaction(task_id, out, new)
+    return Task(
+        task_id,
+        "search",
+        SEARCH_INSTRUCTION.format(out=out),
+        [("file_exists", "exists", out, ""), ("file_content", "equals", out, new)],
+        {out: new + "\n"},
+        starting=pages,
+        demonstrations=sorted(demonstrations, key=lambda d: -d["probability"]),
+        names=(out, new, old),
+    )
+
+
+def check_compaction(task_id: str, out: str, value: str, margin: int = 150) -> None:
+    """The demonstrator's conversation must pass CONTEXT_CHARS after the six reports and stay under it after
+    the summary (as `gyre.harness.reference` counts it), with a margin: else the harness would summarise at
+    another turn than the script does (recording checks the roles; this catches it when the suite is made)."""
+    from gyre.harness.reference import MAIN_SYSTEM
+
+    def chars(messages: list[dict]) -> int:
+        return sum(len(json.dumps(message, ensure_ascii=False)) for message in messages)
+
+    def assistant(*calls: dict) -> dict:
+        return {"role": "assistant", "content": "", "tool_calls": [
+            {"id": "call_" + "0" * 24, "type": "function",
+             "function": {"name": call["name"], "arguments": json.dumps(call["arguments"], ensure_ascii=False)}}
+            for call in calls]}
+
+    def tool(content: str) -> dict:
+        return {"role": "tool", "tool_call_id": "call_" + "0" * 24, "content": content}
+
+    task = {"role": "user", "content": "Task:\n" + SEARCH_INSTRUCTION.format(out=out)}
+    delegates = [{"name": "delegate", "arguments": {"task": PAGE_TASK.format(index=i)}} for i in range(1, PAGES + 1)]
+    before = chars([{"role": "system", "content": MAIN_SYSTEM}, task, assistant(*delegates),
+                    *[tool(NOT_FOUND.format(index=i)) for i in range(1, PAGES)], tool(FOUND.format(value=value))])
+    summary = f"{task['content']}\n\nSummary of your work so far:\n{FOUND.format(value=value)}"
+    after = chars([{"role": "system", "content": MAIN_SYSTEM}, {"role": "user", "content": summary},
+                   assistant(write_call(out, value)), tool(f"wrote {len(value)} characters to {out}")])
+    if not before > CONTEXT_CHARS + margin or not after < CONTEXT_CHARS - margin:
+        raise SystemExit(f"{task_id}: the conversation has {before} characters after the reports and {after} after the "
+                         f"summary; CONTEXT_CHARS={CONTEXT_CHARS} must lie between them with {margin} to spare")
 
 
 def file_item(path: str, new: str, old: str) -> str:
@@ -177,10 +264,36 @@ def make_copy(task_id: str, source: str, target: str, content: str) -> Task:
     )
 
 
+def fixed_texts() -> list[str]:
+    """Every text the agent sees that no task chooses: the reference harness's prompts and tool schemas, and
+    the suite's own sentences."""
+    from gyre.harness import reference
+    from gyre.harness.reference_tools import MAIN_TOOLS, SUB_TOOLS
+
+    harness = [reference.MAIN_SYSTEM, reference.SUB_SYSTEM, reference.SUMMARY_PROMPT, reference.EXPLORE_TASK,
+               reference.INVALID_REPLY, reference.NO_TOOL_CALL, json.dumps(MAIN_TOOLS), json.dumps(SUB_TOOLS),
+               "Task:\n", "\n\nSummary of your work so far:\n", "A helper explored the repository and reported:"]
+    suite = [SEARCH_INSTRUCTION, PAGE_TASK, EMPTY_PAGE, NOT_FOUND, FOUND, CURRENT_LINE, OUTDATED_LINE,
+             file_item("", "", ""), "Create the file .", "Create two files:\n1. \n2. ",
+             'Copy the content of "" into the new file "". Leave "" as it is.', json.dumps(FINISH),
+             "wrote 10 characters to "]
+    return harness + suite
+
+
+def fixed_token_words(words: list[str]) -> set[str]:
+    """The words whose tokens (alone or after a space) occur in a fixed text: renaming them would rewrite it,
+    so names never use them."""
+    from gyre.models import load_tokenizer
+
+    tokenizer = load_tokenizer("small")
+    seen = {token for text in fixed_texts() for token in tokenizer.encode(text, add_special_tokens=False)}
+    return {word for word in words
+            if any(set(tokenizer.encode(variant, add_special_tokens=False)) & seen for variant in (word, " " + word))}
+
+
 class Strings:
-    """Word pairs for paths and values, each used once in the whole suite: no string repeats across tasks,
-    so supervised training cannot fit the split by remembering strings, and no held-out string occurs in
-    training. Held-out tasks are made first."""
+    """Word pairs for paths and values, each used once in the whole suite: no string repeats across tasks or
+    splits. Held-out splits are made first."""
 
     def __init__(self, words: list[str], rng: random.Random) -> None:
         self.words = words
@@ -201,12 +314,14 @@ class Strings:
         return f"{a}-{b}"
 
 
-def make_tasks(split: str, count: int, strings: Strings, rng: random.Random) -> list[Task]:
+def make_tasks(split: str, count: int, families: tuple[str, ...], strings: Strings, rng: random.Random) -> list[Task]:
     tasks = []
     for index in range(count):
-        family = FAMILIES[index % len(FAMILIES)]
+        family = families[index % len(families)]
         task_id = f"{split}-{family}-{index:0{max(3, len(str(count - 1)))}d}"
-        if family == "write":
+        if family == "search":
+            tasks.append(make_search(task_id, strings.path(), strings.value(), strings.value(), rng))
+        elif family == "write":
             tasks.append(make_write(task_id, strings.path(), strings.value(), strings.value()))
         elif family == "write2":
             first = (strings.path(), strings.value(), strings.value())
@@ -222,11 +337,12 @@ def write_task(root: Path, task: Task, with_demonstrations: bool) -> None:
     folder.mkdir(parents=True)
     (folder / "start.md").write_text(task.instruction)
     (folder / "test_case_count.txt").write_text(f"{len(task.checks)}\n")
-    (folder / "test_commands.json").write_text(json.dumps([f"python {CHECK_FILE}"]) + "\n")
+    (folder / "test_commands.json").write_text(json.dumps([TEST_COMMAND]) + "\n")
     (folder / "test_files.json").write_text(json.dumps([CHECK_FILE]) + "\n")
     (folder / "hidden").mkdir()
-    checks = "[\n" + "".join(f"    {check!r},\n" for check in task.checks) + "]"
-    (folder / "hidden" / CHECK_FILE).write_text(CHECK_SCRIPT.format(task_id=task.task_id, checks=checks))
+    tests = "".join(CHECK_TEST.format(name=name, path=path, condition="found is not None" if kind == "exists"
+                                      else f"found == {expected!r}") for name, kind, path, expected in task.checks)
+    (folder / "hidden" / CHECK_FILE).write_text(CHECK_SCRIPT.format(task_id=task.task_id, tests=tests))
     for name, files in (("reference", task.reference), ("workspace", task.starting)):
         for rel, text in files.items():
             (folder / name / rel).parent.mkdir(parents=True, exist_ok=True)
@@ -239,31 +355,41 @@ def write_task(root: Path, task: Task, with_demonstrations: bool) -> None:
         (folder / "demonstrations.jsonl").write_text("\n".join(lines) + "\n")
 
 
+def generate(out: Path, counts: dict[str, int], families: tuple[str, ...], words: int, seed: int) -> dict[str, list[Task]]:
+    """Write the suite under ``out`` (train/, dev/, test/, rename.json); returns the tasks by split."""
+    unknown = sorted(set(families) - set(FAMILIES))
+    if unknown or not families:
+        raise SystemExit(f"--families: unknown {unknown or 'none given'}; the families are {list(FAMILIES)}")
+    fixed = fixed_token_words(WORDS)
+    usable = [word for word in WORDS if word not in fixed]
+    if not 2 <= words <= len(usable):
+        raise SystemExit(f"--words must be between 2 and {len(usable)} (words no fixed text holds)")
+    rng = random.Random(seed)
+    strings = Strings(usable[:words], rng)
+    tasks = {split: make_tasks(split, counts[split], families, strings, rng) for split in ("test", "dev", "train")}
+    for split in (*SPLITS, "heldout"):  # heldout: the two-split layout this suite had before
+        shutil.rmtree(out / split, ignore_errors=True)
+    for split in SPLITS:
+        for task in tasks[split]:
+            write_task(out / split, task, with_demonstrations=split == "train")
+    held_out = sorted({name for split in HELD_OUT for task in tasks[split] for name in task.names})
+    (out / RENAME_FILE).write_text(json.dumps({"words": usable[:words], "exclude": held_out}, indent=0) + "\n")
+    return tasks
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "tasks")
-    parser.add_argument("--train", type=int, default=288, help="training tasks (a multiple of 3 keeps families equal)")
-    parser.add_argument("--heldout", type=int, default=48, help="held-out tasks")
-    parser.add_argument("--words", type=int, default=45, help=f"how many of the {len(WORDS)} words names are made of")
+    parser.add_argument("--train", type=int, default=288, help="training tasks")
+    parser.add_argument("--dev", type=int, default=48, help="dev tasks (for tuning)")
+    parser.add_argument("--test", type=int, default=48, help="test tasks (sealed: only the benchmark's final figures)")
+    parser.add_argument("--families", default="search", help=f"comma-separated, of {','.join(FAMILIES)}")
+    parser.add_argument("--words", type=int, default=45, help="how many words names are made of")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
-    rng = random.Random(args.seed)
-    if not 2 <= args.words <= len(WORDS):
-        parser.error(f"--words must be between 2 and {len(WORDS)}")
-    words = WORDS[:args.words]
-    strings = Strings(words, rng)
-    heldout = make_tasks("heldout", args.heldout, strings, rng)
-    train = make_tasks("train", args.train, strings, rng)
-    for split in ("train", "heldout"):
-        shutil.rmtree(args.out / split, ignore_errors=True)
-    for task in train:
-        write_task(args.out / "train", task, with_demonstrations=True)
-    for task in heldout:
-        write_task(args.out / "heldout", task, with_demonstrations=False)
-    heldout_strings = sorted({name for task in heldout for name in task.names})
-    renamed = [word for word in words if word not in PROMPT_WORDS]
-    (args.out / RENAME_FILE).write_text(json.dumps({"words": renamed, "exclude": heldout_strings}, indent=0) + "\n")
-    print(f"wrote {len(train)} training and {len(heldout)} held-out tasks under {args.out}")
+    families = tuple(name.strip() for name in args.families.split(",") if name.strip())
+    tasks = generate(args.out, {"train": args.train, "dev": args.dev, "test": args.test}, families, args.words, args.seed)
+    print("wrote " + ", ".join(f"{len(tasks[split])} {split}" for split in SPLITS) + f" tasks under {args.out}")
 
 
 if __name__ == "__main__":

@@ -51,6 +51,9 @@ def test_reference_command(tmp_path) -> None:
     assert command.env == {"OPENAI_BASE_URL": "http://127.0.0.1:9/v1", "OPENAI_API_KEY": "gyre-KEY",
                            "PYTHONPATH": str(Path(GYRE_PACKAGE).parent)}
     assert command.ro_paths == (GYRE_PACKAGE,)  # the sandbox must see the gyre package to run it
+    delegating = get_harness("reference").command(context(tmp_path, reference={"explore": False, "sub_tools": ["read_file", "report"]})).argv
+    assert "--no-explore" in delegating and "--no-sub-agent" not in delegating
+    assert delegating[delegating.index("--sub-tools") + 1] == "read_file,report"
     harness = get_harness("reference")
     assert harness.status(0) == harness.status(10) == "finished"  # finish, turn limit
     assert harness.status(11) == harness.status(1) == "crashed"  # endpoint failure, exception

@@ -79,6 +79,8 @@ def test_command_line_errors(tmp_path) -> None:
     assert done.returncode == 2 and "is not a folder" in done.stderr
     done = run("--instruction", "x", "--max-turns", "0")
     assert done.returncode == 2 and "--max-turns must be >= 1" in done.stderr
+    done = run("--instruction", "x", "--sub-tools", "read_file,write_file")
+    assert done.returncode == 2 and "--sub-tools: unknown sub-agent tool(s) ['write_file']" in done.stderr
     env = {k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")}
     done = subprocess.run(
         [sys.executable, "-m", "gyre.harness.reference", "--instruction", "x", "--workspace", str(tmp_path)],
@@ -121,6 +123,25 @@ def test_agent_executes_tools_delegates_and_finishes(tmp_path) -> None:
     assert [role for role, _ in model.seen] == ["sub", "main", "main", "main", "sub", "sub", "main"]
     assert model.seen[1][1] == model.seen[2][1]  # the retry re-sent the same conversation
     assert agent.stats.sub_agents == 2 and agent.stats.retries == 1 and agent.stats.tool_calls == 3
+
+
+def test_parallel_delegation_without_exploration_offers_sub_agents_only_their_tools(tmp_path) -> None:
+    (tmp_path / "a.txt").write_text("alpha")
+    model = ScriptedModel([
+        ("", [("delegate", {"task": "read a.txt"}), ("delegate", {"task": "read b.txt"})]),  # two sub-agents, one reply
+        ("", [("read_file", {"path": "a.txt"})]), ("", [("report", {"report": "alpha"})]),
+        ("", [("bash", {"command": "cat b.txt"})]),  # not offered to sub-agents: retried ...
+        ("", [("report", {"report": "none"})]),  # ... and valid
+        ("", [("finish", {"summary": "done"})]),
+    ])  # fmt: skip
+    settings = Settings(max_turns=3, max_retries=1, explore=False, sub_tools=("read_file", "report"))
+    agent = Agent("x", tmp_path, settings, model=model)  # type: ignore[arg-type]
+    assert agent.run() == EXIT_FINISHED
+    assert [role for role, _ in model.seen] == ["main", "sub", "sub", "sub", "sub", "main"]  # no exploration first
+    assert model.seen[3][1] == model.seen[4][1] == 2  # the second sub-agent's retry re-sent its own conversation
+    assert agent.stats.sub_agents == 2 and agent.stats.retries == 1
+    with pytest.raises(ValueError, match="must include report"):
+        Agent("x", tmp_path, Settings(sub_tools=("read_file",)), model=model)  # type: ignore[arg-type]
 
 
 def test_agent_tells_the_model_about_invalid_replies_and_stops_at_max_turns(tmp_path) -> None:

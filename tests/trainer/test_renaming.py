@@ -4,10 +4,12 @@ renamed task records through the real proxy, held-out names are never produced, 
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import json
 import random
 import re
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
@@ -27,8 +29,20 @@ HARNESS = {"max_turns": 4, "max_tokens": 96, "progress": False, "concurrency": 4
            "reference": {"sub_agent": False, "tools": ["read_file", "write_file", "finish"]}}
 
 
-def first_task(family: str) -> Path:
-    return sorted((LEARN / "train").glob(f"train-{family}-*"))[0]
+@pytest.fixture(scope="module")
+def suite(tmp_path_factory) -> Path:
+    """A small learn suite of the single-conversation families (write, write2, copy), with its rename.json."""
+    spec = importlib.util.spec_from_file_location("learn_make_tasks", ROOT / "recipes" / "learn" / "make_tasks.py")
+    make_tasks = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = make_tasks  # dataclasses look their module up
+    spec.loader.exec_module(make_tasks)
+    root = tmp_path_factory.mktemp("learn")
+    make_tasks.generate(root, {"train": 3, "dev": 3, "test": 3}, ("write", "write2", "copy"), 45, 0)
+    return root
+
+
+def first_task(suite: Path, family: str) -> Path:
+    return sorted((suite / "train").glob(f"train-{family}-*"))[0]
 
 
 def words_of(task: Path) -> list[str]:
@@ -75,9 +89,9 @@ def tokenizer():
 
 
 @pytest.mark.parametrize("family", ["copy", "write2"])
-def test_a_renamed_demonstration_is_what_the_renamed_task_records(family, tokenizer, tmp_path):
-    task = first_task(family)
-    suite_words = json.loads((LEARN / "rename.json").read_text())["words"]
+def test_a_renamed_demonstration_is_what_the_renamed_task_records(family, suite, tokenizer, tmp_path):
+    task = first_task(suite, family)
+    suite_words = json.loads((suite / "rename.json").read_text())["words"]
     old = next(w for w in words_of(task) if w in suite_words)
     # a word of the same length: the tool's "wrote N characters" reply is then the same too
     new = next(w for w in suite_words if len(w) == len(old) and w not in words_of(task))
@@ -96,13 +110,13 @@ def test_a_renamed_demonstration_is_what_the_renamed_task_records(family, tokeni
         assert got.response_logprobs == want.response_logprobs
 
 
-def test_renaming_never_makes_an_excluded_string(tokenizer, tmp_path):
-    task = first_task("write")
+def test_renaming_never_makes_an_excluded_string(suite, tokenizer, tmp_path):
+    task = first_task(suite, "write")
     shutil.copytree(task, tmp_path / "one" / task.name)
     example = record(tmp_path / "one", tmp_path / "rec")[0]
     path_name = (task / "start.md").read_text().split('"')[1]  # "<a>_<b>.txt"
     first, second = path_name[:-4].split("_")
-    other = next(w for w in json.loads((LEARN / "rename.json").read_text())["words"] if w not in words_of(task))
+    other = next(w for w in json.loads((suite / "rename.json").read_text())["words"] if w not in words_of(task))
     # swapping `first` and `other` is the only permutation that renames; it would write the excluded name
     excluded = f"{other}_{second}.txt"
     renaming = Renaming.from_file(rename_file(tmp_path, [first, other], [excluded]), tokenizer)
@@ -119,11 +133,20 @@ def test_renaming_never_makes_an_excluded_string(tokenizer, tmp_path):
     assert any(excluded in text for text in renamed_texts)
 
 
+def strings_of(split: Path) -> set[str]:
+    """Every quoted string of the split's instructions and workspace files, and every solved file's content."""
+    found = set()
+    for task in split.iterdir():
+        texts = [(task / "start.md").read_text()] + [p.read_text() for p in (task / "workspace").glob("*")]
+        found |= {s for text in texts for s in re.findall(r'"([^"]+)"', text)}
+        found |= {p.read_text().strip() for p in (task / "reference").iterdir()}
+    return found
+
+
 def test_the_learn_suites_rename_file_keeps_held_out_names_out(tokenizer):
     spec = json.loads((LEARN / "rename.json").read_text())
-    heldout = {s for task in (LEARN / "heldout").iterdir() for s in re.findall(r'"([^"]+)"', (task / "start.md").read_text())}
-    train = {s for task in (LEARN / "train").iterdir() for s in re.findall(r'"([^"]+)"', (task / "start.md").read_text())}
-    assert heldout <= set(spec["exclude"]) and not train & set(spec["exclude"])
+    held_out = strings_of(LEARN / "dev") | strings_of(LEARN / "test")
+    assert held_out <= set(spec["exclude"]) and not strings_of(LEARN / "train") & set(spec["exclude"])
     Renaming.from_file(LEARN / "rename.json", tokenizer)  # every word is one token, alone and after a space
 
 
@@ -138,16 +161,16 @@ def test_bad_rename_files_are_refused_with_the_reason(tokenizer, tmp_path):
         Renaming.from_file(rename_file(tmp_path, ["list", "list"]), tokenizer)
 
 
-def test_sft_refuses_words_of_the_shared_prompt_and_resumes_renaming_as_it_was(tmp_path):
-    shutil.copytree(first_task("write"), tmp_path / "tasks" / first_task("write").name)
-    shutil.copytree(first_task("copy"), tmp_path / "tasks" / first_task("copy").name)
+def test_sft_refuses_words_of_the_shared_prompt_and_resumes_renaming_as_it_was(suite, tmp_path):
+    shutil.copytree(first_task(suite, "write"), tmp_path / "tasks" / first_task(suite, "write").name)
+    shutil.copytree(first_task(suite, "copy"), tmp_path / "tasks" / first_task(suite, "copy").name)
     examples = record(tmp_path / "tasks", tmp_path / "rec")
     # "file" is in the harness's tool names (write_file): renaming it would rewrite the prompt
     prompt_word = SFTConfig(steps=1, batch_executions=2, rename_file=str(rename_file(tmp_path, ["file", "list"])))
     with pytest.raises(RenamingError, match="occur in the prompt every demonstration shares"):
         SFTTrainer(prompt_word, "tiny", tmp_path / "refused", progress=False).fit(examples)
 
-    words = json.loads((LEARN / "rename.json").read_text())["words"]
+    words = json.loads((suite / "rename.json").read_text())["words"]
     cfg = dict(batch_executions=2, lr=1e-3, min_lr_ratio=1.0, warmup_steps=1, save_every=3, short_context_steps=2,
                rename_file=str(rename_file(tmp_path, words)))
     whole = SFTTrainer(SFTConfig(steps=6, **cfg), "tiny", tmp_path / "whole", progress=False)

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import json
 import shutil
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -20,24 +22,36 @@ from gyre.trainer.sft_data import load_records, load_transcripts
 from gyre.trajectory import build_tree
 
 ROOT = Path(__file__).resolve().parents[2]
-LEARN = ROOT / "recipes" / "learn" / "tasks"
 HARNESS = {"max_turns": 4, "max_tokens": 96, "progress": False, "concurrency": 4,
            "reference": {"sub_agent": False, "tools": ["read_file", "write_file", "finish"]}}
 
 
-def learn_tasks(count_per_family: int = 1):
-    tasks = load_tasks("nl2repo", LEARN / "train").tasks
-    chosen = []
-    for family in ("write-", "write2-", "copy-"):
-        chosen += [t for t in tasks if f"-{family}" in t.id][:count_per_family]
-    return chosen
+def make_tasks_module():
+    spec = importlib.util.spec_from_file_location("learn_make_tasks", ROOT / "recipes" / "learn" / "make_tasks.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
 
 
 @pytest.fixture(scope="module")
-def demonstrations(tmp_path_factory):
+def learn(tmp_path_factory) -> Path:
+    """A small learn suite of the single-conversation families (write, write2, copy): its train/ folder."""
+    root = tmp_path_factory.mktemp("learn")
+    make_tasks_module().generate(root, {"train": 3, "dev": 0, "test": 0}, ("write", "write2", "copy"), 45, 0)
+    return root / "train"
+
+
+def learn_tasks(train: Path):
+    tasks = load_tasks("nl2repo", train).tasks
+    return [next(t for t in tasks if f"-{family}-" in t.id) for family in ("write", "write2", "copy")]
+
+
+@pytest.fixture(scope="module")
+def demonstrations(tmp_path_factory, learn):
     """Two demonstrations of one task of each family, recorded through the proxy (scripted engine)."""
     run_dir = tmp_path_factory.mktemp("demos")
-    run = asyncio.run(record_demonstrations(learn_tasks(), model_path="tiny", harness_config=HarnessConfig.from_mapping(HARNESS),
+    run = asyncio.run(record_demonstrations(learn_tasks(learn), model_path="tiny", harness_config=HarnessConfig.from_mapping(HARNESS),
                                             sandbox=Sandbox(), run_dir=run_dir, samples_per_task=2, seed=1))
     return run
 
@@ -56,12 +70,12 @@ def test_demonstrations_run_the_real_harness_and_score_as_demonstrated(demonstra
     assert [c.agent for c in copy.calls] == ["main"] * 3  # read_file, write_file, finish
 
 
-def test_a_record_file_and_a_transcript_give_the_same_training_tokens(demonstrations, tmp_path):
+def test_a_record_file_and_a_transcript_give_the_same_training_tokens(demonstrations, learn, tmp_path):
     """The same conversation as the proxy recorded it and as an OpenAI transcript: same prompts, same
     responses, hence the same tree and the same trained tokens."""
     execution = next(e for e in demonstrations.executions if "-copy-" in e.id)
     template = ChatTemplate(load_tokenizer("tiny"))
-    task = next(t for t in learn_tasks() if execution.id.startswith(f"demo-{t.id}-"))
+    task = next(t for t in learn_tasks(learn) if execution.id.startswith(f"demo-{t.id}-"))
     workspace = Path(execution.workspace)
     # Rebuild the conversation the harness held, from the task and what the calls did.
     from gyre.harness.reference import MAIN_SYSTEM, main_tools
@@ -69,7 +83,7 @@ def test_a_record_file_and_a_transcript_give_the_same_training_tokens(demonstrat
     replies = [template.decode_response(call.response_ids) for call in execution.calls]
     calls = [json.loads(reply.split("<tool_call>\n", 1)[1].split("\n</tool_call>", 1)[0]) for reply in replies]
     source = calls[0]["arguments"]["path"]
-    results = [(LEARN / "train" / task.id / "workspace" / source).read_text(), f"wrote {len(calls[1]['arguments']['content'])} characters to {calls[1]['arguments']['path']}"]
+    results = [(learn / task.id / "workspace" / source).read_text(), f"wrote {len(calls[1]['arguments']['content'])} characters to {calls[1]['arguments']['path']}"]
     messages = [{"role": "system", "content": MAIN_SYSTEM}, {"role": "user", "content": f"Task:\n{task.instruction}"}]
     for index, call in enumerate(calls):
         messages.append({"role": "assistant", "content": "", "tool_calls": [

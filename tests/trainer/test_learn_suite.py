@@ -1,0 +1,122 @@
+"""The learn suite's branching family (``search``): its splits share no name or value and regenerate byte for
+byte, and its demonstrator, run through the real proxy with the recipe's harness settings, makes the
+intended tree (six sub-agents, a summary, the conversation after it); the warm start's short-context phase
+cuts each kind of conversation's shared prompt."""
+
+from __future__ import annotations
+
+import asyncio
+import filecmp
+import importlib.util
+import re
+import sys
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from gyre.envs import Sandbox, load_tasks
+from gyre.harness.config import HarnessConfig
+from gyre.harness.demonstrations import record_demonstrations
+from gyre.trainer.sft import shared_prompts, short_context
+from gyre.trainer.sft_data import load_records
+from gyre.trajectory import build_tree, pack_trees
+
+ROOT = Path(__file__).resolve().parents[2]
+SUITE = ROOT / "recipes" / "learn" / "tasks"
+RECIPE = yaml.safe_load((ROOT / "conf" / "recipe" / "learn.yaml").read_text())
+
+
+def make_tasks_module():
+    spec = importlib.util.spec_from_file_location("learn_make_tasks", ROOT / "recipes" / "learn" / "make_tasks.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+def strings_of(split: Path) -> set[str]:
+    """Every quoted string of a split's instructions and starting files, and every solved file's content."""
+    found = set()
+    for task in split.iterdir():
+        texts = [(task / "start.md").read_text()] + [p.read_text() for p in (task / "workspace").glob("*")]
+        found |= {s for text in texts for s in re.findall(r'"([^"]+)"', text)}
+        found |= {p.read_text().strip() for p in (task / "reference").iterdir()}
+    return found
+
+
+def same_tree(a: Path, b: Path) -> bool:
+    compared = filecmp.dircmp(a, b)
+    if compared.left_only or compared.right_only or compared.funny_files:
+        return False
+    _, mismatch, errors = filecmp.cmpfiles(a, b, compared.common_files, shallow=False)
+    return not mismatch and not errors and all(same_tree(a / d, b / d) for d in compared.common_dirs)
+
+
+def test_the_committed_suite_regenerates_byte_for_byte_and_its_splits_share_no_string(tmp_path):
+    make_tasks = make_tasks_module()
+    make_tasks.generate(tmp_path / "tasks", {"train": 288, "dev": 48, "test": 48}, ("search",), 45, 0)
+    assert same_tree(tmp_path / "tasks", SUITE), "recipes/learn/tasks differs from what make_tasks.py writes"
+    strings = {split: strings_of(SUITE / split) for split in ("train", "dev", "test")}
+    assert min(len(found) for found in strings.values()) >= 3 * 48  # the output path, the current and the outdated value
+    for first, second in (("train", "dev"), ("train", "test"), ("dev", "test")):
+        assert not strings[first] & strings[second], (first, second, sorted(strings[first] & strings[second])[:5])
+    # the harness summarises where the demonstrator's script does
+    assert RECIPE["harness"]["reference"]["context_chars"] == make_tasks.CONTEXT_CHARS
+
+
+def test_a_suite_whose_words_run_out_is_refused(tmp_path):
+    with pytest.raises(SystemExit, match="too few distinct pairs"):
+        make_tasks_module().generate(tmp_path, {"train": 20, "dev": 0, "test": 0}, ("search",), 4, 0)
+    with pytest.raises(SystemExit, match="unknown"):
+        make_tasks_module().generate(tmp_path, {"train": 1, "dev": 0, "test": 0}, ("chain",), 45, 0)
+
+
+@pytest.fixture(scope="module")
+def demonstrated(tmp_path_factory):
+    """Demonstrations of three training tasks, four each, with the recipe's harness settings, through the proxy."""
+    harness = {**RECIPE["harness"], "progress": False, "concurrency": 4}
+    tasks = load_tasks("nl2repo", SUITE / "train").tasks[:3]
+    run = asyncio.run(record_demonstrations(tasks, model_path="tiny", harness_config=HarnessConfig.from_mapping(harness),
+                                            sandbox=Sandbox(), run_dir=tmp_path_factory.mktemp("demos"), samples_per_task=4, seed=2))
+    return run
+
+
+def test_the_demonstrator_delegates_summarises_and_makes_the_intended_tree(demonstrated):
+    behaviours = Counter(demonstrated.behaviours.values())
+    assert len(behaviours) >= 3, behaviours  # the seed draws the expert and both kinds of mistake
+    for execution in demonstrated.executions:
+        behaviour = demonstrated.behaviours[execution.id]
+        writes = "without writing" not in behaviour
+        assert execution.status == "finished", execution.reward_detail
+        # six sub-agents (read, report), the summary, then write (unless it stops) and finish
+        assert [c.agent for c in execution.calls] == ["main"] + ["sub"] * 12 + ["main-summary"] + ["main"] * (1 + writes)
+        assert execution.calls[0].meta["tool_calls"] == 6
+        # the reward tells the mistakes apart: the outdated value earns the file's existence only
+        expected = 0.0 if not writes else 0.5 if "outdated" in behaviour else 1.0
+        assert execution.reward == expected, (execution.id, behaviour, execution.reward)
+        tree = build_tree(execution.calls, execution.id)
+        assert tree.num_paths == 8
+        assert Counter(tree.leaf_agent) == {"sub": 6, "main-summary": 1, "main": 1}
+        assert 1 - tree.num_tokens / tree.path_token_count() > 0.4  # the shared prompts and the main turns before the summary
+    # Across executions the crowns are shared: both system prompts, the six sub-tasks, each task's instruction.
+    trees = [build_tree(e.calls, e.id) for e in demonstrated.executions]
+    packed = pack_trees(trees, 10**9)[0]
+    assert packed.num_tokens < 0.6 * sum(tree.num_tokens for tree in trees)
+
+
+def test_the_short_context_phase_cuts_each_conversations_shared_prompt(demonstrated):
+    examples = load_records([demonstrated.records]).examples
+    shared = shared_prompts(examples)
+    assert set(shared) == {"main", "sub"} and len(shared["main"]) > 300 and len(shared["sub"]) > 300
+    example = short_context(examples[0], shared)
+    tree = build_tree(example.calls, example.execution_id)
+    assert int((tree.parent < 0).sum()) == 2  # the main conversation and the sub-agents' are separate roots now
+    for cut, whole in zip(example.calls, examples[0].calls):
+        prefix = shared["sub" if whole.agent == "sub" else "main"]
+        assert cut.prompt_ids == whole.prompt_ids[len(prefix) - 1:] and cut.response_ids == whole.response_ids
+    full = build_tree(examples[0].calls, examples[0].execution_id)
+    assert np.isin(tree.ids[tree.is_policy], full.ids[full.is_policy]).all()
+    assert int(tree.is_policy.sum()) == int(full.is_policy.sum())  # every trained token is still trained
