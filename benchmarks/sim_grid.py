@@ -5,6 +5,7 @@
     python benchmarks/sim_grid.py --seeds 3 --out grid3.json  # medians over three workload seeds (3x longer)
     python benchmarks/sim_grid.py --stream-from 0.1 --out grid_streamed.json  # steps stream in their batch's tail
     python benchmarks/sim_grid.py --only cells_128 --set scheduler.max_staleness=2 --out s2.json  # any config key
+    python benchmarks/sim_grid.py --parking off --out grid_off.json  # only the grid without parking (half the time)
 
 Every scenario changes one thing of a base run (a DeepSWE-shaped 122B MoE run, conf/sim/deepswe_122b.yaml:
 32 cells of 8 GPUs, 1024 executions per step, max_staleness 1, the default stale_policy, the paper's switch
@@ -13,7 +14,14 @@ executions), tool-dominated executions, training cost from 0.05x to 3x a
 rollout, 2 to 1024 cells (the batch growing with the cluster, and the batch fixed while the cluster grows),
 staleness 0 to 4, switch costs 0 to 60 s, GRPO groups, stale_policy=drop; plus the paper-shaped presets.
 In each, colocate, async at every split ``gyre.sim.compare`` sweeps (its best kept) and elastic run on the
-same workload stream (``gyre/sim/compare.py``).
+same workload stream (``gyre/sim/compare.py``). Plus tool gaps replayed from recorded executions
+(``conf/sim/tool_gaps_cpu.jsonl``) and parked KV restored by recompute instead of a host transfer.
+
+Parking (``sim.parking``): by default the grid runs twice, every policy with parking (sessions waiting on
+tools give back their engine slots: the figures and ``targets.*``) and every policy without it (the same
+keys under ``S.without_parking.*`` and ``targets_without_parking.*``); ``S.parking_gain_<policy>`` is what
+parking gives each policy, its trained policy tokens per hour with parking over without (async: each at its
+best split). ``--parking on`` or ``off`` runs one grid only (its figures under the plain keys).
 
 Speedups are on equal work: trained work per hour (rollout and training cell-seconds of the executions each
 policy trained), elastic's over the baseline's. ``vs_ideal`` is elastic's trained work per hour over the
@@ -22,7 +30,7 @@ trained executions over that of all it dispatched. ``--out FILE`` writes a flat 
 scenario S, ``S.vs_colocate``, ``S.vs_async_best``, ``S.vs_ideal``, ``S.length_bias`` and a few more
 (``S.vs_async_planned``: against async at the split planned from the work ratio, without a sweep;
 per-step speedups, async's best split, every policy's ``vs_ideal``), plus ``targets.*`` (the checks below) and
-``overrides`` (what ``--set`` and ``--stream-from`` applied to every scenario).
+``overrides`` (what ``--set`` and ``--stream-from`` applied to every scenario) and ``parking``.
 ``S.elastic_rollout_idle`` is elastic's unused rollout throughput and ``S.elastic_rollout_idle_capped`` the part
 of it while the look-ahead (``max_staleness`` batches beyond the one being generated) allowed no dispatch at
 all: throughput that no policy under the same staleness bound could have used for rollout.
@@ -108,6 +116,9 @@ SCENARIOS = [
     Scenario("switch_60s", ["sim.switch.rollout_to_train_s=60", "sim.switch.train_to_rollout_s=60"]),
     Scenario("groups_8", ["sim.group_size=8"]),
     Scenario("stale_drop", ["scheduler.stale_policy=drop"]),
+    # Tool gaps as recorded by the proxy on a real run (gyre/sim/gaps.py), scaled to the base's mean gap.
+    Scenario("tool_gaps_recorded", ["sim.workload.tool_gaps=tool_gaps_cpu.jsonl"]),
+    Scenario("restore_recompute", ["sim.parking.restore=recompute"]),  # parked KV dropped, its prefix recomputed
     Scenario("preset_deepswe_122b", ["sim.steps=10"], "deepswe_122b", on_base=False),
     Scenario("preset_nl2repo_122b", ["sim.steps=8"], "nl2repo_122b", on_base=False),
     Scenario("preset_terminalbench_122b", ["sim.steps=10"], "terminalbench_122b", on_base=False),
@@ -145,6 +156,22 @@ def run(scenario: Scenario, seeds: int = 1, extra: list[str] | None = None) -> d
     return figures
 
 
+PARKING = {"on": ["sim.parking.enabled=true"], "off": ["sim.parking.enabled=false"]}
+KEYS = ("vs_colocate", "vs_async_best", "vs_async_planned", "vs_ideal", "length_bias", "length_bias_all", "per_step_vs_colocate",
+        "per_step_vs_async_best", "async_best_split", "colocate_vs_ideal", "async_vs_ideal", "max_vs_ideal",
+        "async_length_bias", "elastic_switches", "elastic_aborted", "elastic_rollout_idle",
+        "elastic_rollout_idle_capped", "async_rollout_idle", "async_train_idle", "cells", "batch_size",
+        "max_staleness", "stream_from", "colocate_tokens_per_h", "async_tokens_per_h", "elastic_tokens_per_h",
+        "slot_share", "sessions_per_cell", "slots_per_cell", "elastic_parked_tool_share",
+        *(f"{k}_{end}" for k in SPREAD for end in ("min", "max")))
+
+
+def parking_gain(on: dict[str, Any], off: dict[str, Any]) -> dict[str, float]:
+    """What parking gives each policy in one scenario: trained policy tokens per hour, with over without."""
+    return {f"parking_gain_{name}": on[f"{name}_tokens_per_h"] / off[f"{name}_tokens_per_h"]
+            for name in ("colocate", "async", "elastic")}
+
+
 def targets(rows: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """The issue's checks over the grid: each a boolean plus the figure it was decided on."""
     worst = min(rows, key=lambda s: min(rows[s]["vs_colocate"], rows[s]["vs_async_best"]))  # medians over seeds
@@ -170,16 +197,24 @@ def targets(rows: dict[str, dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def table(rows: dict[str, dict[str, Any]]) -> Table:
-    out = Table(title="elastic on equal work (trained work per hour), simulated (gyre/sim)")
-    for header in ("scenario", "cells", "batch", "vs colocate", "vs async best (split)", "vs ideal", "length bias",
-                   "per step vs colocate", "per step vs async", "rollout idle (capped)", "switches", "host s"):
+def table(rows: dict[str, dict[str, Any]], title: str, gains: dict[str, dict[str, float]] | None = None) -> Table:
+    out = Table(title=title)
+    headers = ["scenario", "cells", "batch", "vs colocate", "vs async best (split)", "vs ideal", "length bias",
+               "per step vs colocate", "per step vs async", "rollout idle (capped)", "switches", "host s"]
+    if gains:
+        headers.append("parking gain c/a/e")
+    for header in headers:
         out.add_column(header, justify="left" if header == "scenario" else "right")
     for name, r in rows.items():
-        out.add_row(name, str(r["cells"]), str(r["batch_size"]), f"{r['vs_colocate']:.2f}x",
-                    f"{r['vs_async_best']:.2f}x ({r['async_best_split']:g})", f"{r['vs_ideal']:.2f}",
-                    f"{r['length_bias']:.2f}", f"{r['per_step_vs_colocate']:.2f}x", f"{r['per_step_vs_async_best']:.2f}x",
-                    f"{r['elastic_rollout_idle']:.2f} ({r['elastic_rollout_idle_capped']:.2f})", f"{r['elastic_switches']:g}", f"{r['seconds']:.0f}")
+        cells = [name, str(r["cells"]), str(r["batch_size"]), f"{r['vs_colocate']:.2f}x",
+                 f"{r['vs_async_best']:.2f}x ({r['async_best_split']:g})", f"{r['vs_ideal']:.2f}",
+                 f"{r['length_bias']:.2f}", f"{r['per_step_vs_colocate']:.2f}x", f"{r['per_step_vs_async_best']:.2f}x",
+                 f"{r['elastic_rollout_idle']:.2f} ({r['elastic_rollout_idle_capped']:.2f})", f"{r['elastic_switches']:g}",
+                 f"{r['seconds']:.0f}"]
+        if gains:
+            g = gains[name]
+            cells.append(f"{g['parking_gain_colocate']:.2f}/{g['parking_gain_async']:.2f}/{g['parking_gain_elastic']:.2f}")
+        out.add_row(*cells)
     return out
 
 
@@ -194,6 +229,9 @@ def main() -> dict[str, Any]:
     parser.add_argument("--set", nargs="+", default=[], metavar="KEY=VALUE",
                         help="config overrides for every policy of every scenario, after the scenario's own "
                              "(e.g. scheduler.max_staleness=2 sim.train.weight_sync_s=0)")
+    parser.add_argument("--parking", choices=("both", "on", "off"), default="both",
+                        help="every policy with parking (sessions waiting on tools give back their slots), without, "
+                             "or both grids side by side (default; the figures and targets are with parking)")
     parser.add_argument("--list", action="store_true", help="list the scenarios and exit")
     args = parser.parse_args()
     malformed = [item for item in args.set if "=" not in item or item.startswith("=")]
@@ -210,29 +248,38 @@ def main() -> dict[str, Any]:
         for s in SCENARIOS:
             console.print(s.name, s.preset, " ".join(s.overrides), f"train_ratio={s.train_ratio}" if s.train_ratio else "")
         return {}
-    rows: dict[str, dict[str, Any]] = {}
+    modes = ["on", "off"] if args.parking == "both" else [args.parking]
+    grids: dict[str, dict[str, dict[str, Any]]] = {mode: {} for mode in modes}
     started = time.perf_counter()
     for scenario in chosen:
-        rows[scenario.name] = run(scenario, args.seeds, extra)
-        r = rows[scenario.name]
-        console.print(f"{scenario.name}: vs colocate {r['vs_colocate']:.2f}x, vs async best {r['vs_async_best']:.2f}x "
-                      f"(split {r['async_best_split']}), vs ideal {r['vs_ideal']:.2f}, length bias {r['length_bias']:.2f} "
-                      f"[{r['seconds']:.0f} s]")
-    console.print(table(rows))
-    checks = targets(rows)
+        for mode in modes:
+            grids[mode][scenario.name] = r = run(scenario, args.seeds, [*PARKING[mode], *extra])
+            console.print(f"{scenario.name} (parking {mode}): vs colocate {r['vs_colocate']:.2f}x, vs async best "
+                          f"{r['vs_async_best']:.2f}x (split {r['async_best_split']}), vs ideal {r['vs_ideal']:.2f}, "
+                          f"length bias {r['length_bias']:.2f} [{r['seconds']:.0f} s]")
+    main_rows = grids[modes[0]]
+    gains = {name: parking_gain(grids["on"][name], grids["off"][name]) for name in main_rows} if len(modes) == 2 else None
+    console.print(table(main_rows, f"elastic on equal work (trained work per hour), simulated (gyre/sim), parking "
+                                   f"{modes[0]}", gains))
+    if len(modes) == 2:
+        console.print(table(grids["off"], "the same grid without parking"))
+    flat: dict[str, Any] = {}
+    for name, r in main_rows.items():
+        flat.update({f"{name}.{key}": r[key] for key in KEYS})
+        if gains:
+            flat.update({f"{name}.{key}": value for key, value in gains[name].items()})
+            flat.update({f"{name}.without_parking.{key}": grids["off"][name][key] for key in KEYS})
+    checks = targets(main_rows)
+    flat.update({f"targets.{k}": v for k, v in checks.items()})
     for key, value in checks.items():
         console.print(f"{key}: {value}")
-    flat: dict[str, Any] = {}
-    for name, r in rows.items():
-        for key in ("vs_colocate", "vs_async_best", "vs_async_planned", "vs_ideal", "length_bias", "length_bias_all", "per_step_vs_colocate",
-                    "per_step_vs_async_best", "async_best_split", "colocate_vs_ideal", "async_vs_ideal", "max_vs_ideal",
-                    "async_length_bias", "elastic_switches", "elastic_aborted", "elastic_rollout_idle",
-                    "elastic_rollout_idle_capped", "async_rollout_idle", "async_train_idle", "cells", "batch_size",
-                    "max_staleness", "stream_from",
-                    *(f"{k}_{end}" for k in SPREAD for end in ("min", "max"))):
-            flat[f"{name}.{key}"] = r[key]
-    flat.update({f"targets.{k}": v for k, v in checks.items()})
+    if len(modes) == 2:
+        flat.update({f"targets_without_parking.{k}": v for k, v in targets(grids["off"]).items()})
+        console.print(f"without parking: vs async best at 128/512 "
+                      f"{flat.get('targets_without_parking.min_vs_async_best_at_128_512', float('nan')):.3f}, worst vs "
+                      f"baselines {flat['targets_without_parking.worst_vs_baselines']:.3f}")
     flat["overrides"] = extra
+    flat["parking"] = args.parking
     flat["host_seconds"] = time.perf_counter() - started
     if args.out:
         with open(args.out, "w") as handle:

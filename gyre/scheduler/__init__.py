@@ -1,5 +1,7 @@
-"""Scheduling policies (pure: no clock, no I/O) shared by the driver and the simulator."""
+"""Scheduling policies (pure: no clock, no I/O) shared by the driver and the simulator, and the park rule
+shared by the router and the simulator."""
 
+from gyre.scheduler.parking import ParkRule
 from gyre.scheduler.policies import (
     POLICIES,
     AsyncPolicy,
@@ -23,7 +25,8 @@ from gyre.scheduler.state import (
 )
 
 __all__ = [
-    "POLICIES", "AbortStale", "Action", "AsyncPolicy", "CellView", "ColocatePolicy", "Dispatch", "ElasticPolicy", "Policy",
+    "POLICIES", "AbortStale", "Action", "AsyncPolicy", "CellView", "ColocatePolicy", "Dispatch", "ElasticPolicy", "ParkRule",
+    "Policy",
     "Role", "SchedulerConfig", "SchedulerState", "StartTrainStep", "SwitchCell", "VersionCounts", "make_policy",
     "version_counts",
 ]

@@ -174,7 +174,7 @@ class AsyncPolicy(Policy):
             want = Role.ROLLOUT if cell.id in rollout else Role.TRAIN
             if cell.role not in (want, Role.SWITCHING, Role.DEAD):
                 actions.append(SwitchCell(cell.id, want))
-        serving = sum(cell.capacity for cell in state.cells if cell.id in rollout and cell.role == Role.ROLLOUT)
+        serving = sum(state.hosted_capacity(cell) for cell in state.cells if cell.id in rollout and cell.role == Role.ROLLOUT)
         count = min(self.dispatch_budget(state), max(0, serving - self.running(state)))
         if count:
             actions.append(Dispatch(count))
@@ -204,13 +204,13 @@ class RolloutPool:
             if cell.id == leaving:
                 pool.trainers += 1
             elif cell.role == Role.ROLLOUT:
-                pool.serving += cell.capacity
-                pool.serving_fast += cell.fast
+                pool.serving += state.hosted_capacity(cell)
+                pool.serving_fast += state.hosted_fast(cell)
                 pool.serving_cells += 1
                 pool.heading_cells += 1
             elif cell.role == Role.SWITCHING and cell.switching_to == Role.ROLLOUT:
-                pool.heading += cell.capacity
-                pool.heading_fast += cell.fast
+                pool.heading += state.hosted_capacity(cell)
+                pool.heading_fast += state.hosted_fast(cell)
                 pool.heading_cells += 1
                 pool.incoming = True
             elif cell.role in (Role.TRAIN, Role.SWITCHING):
@@ -340,15 +340,16 @@ class ElasticPolicy(Policy):
         sessions stay on the cell they start on, so filling the few serving cells now would leave them
         packed while the returning ones sit nearly empty."""
         budget, running = self.dispatch_budget(state), self.running(state)
-        serving = pool.serving - sum(cell.capacity for cell in joining)
+        serving = pool.serving - sum(state.hosted_capacity(cell) for cell in joining)
         if not (pool.incoming or returning):
             return min(budget, max(0, serving - running))
         serving_cells = pool.serving_cells - len(joining)
         cells_after = pool.heading_cells - len(joining) + len(returning)
-        capacity_after = pool.heading - sum(cell.capacity for cell in joining) + sum(cell.capacity for cell in returning)
+        capacity_after = (pool.heading - sum(state.hosted_capacity(cell) for cell in joining)
+                          + sum(state.hosted_capacity(cell) for cell in returning))
         total = running + min(budget, max(0, capacity_after - running))
         share = total * serving_cells // max(1, cells_after)
-        room = min(serving, max(pool.serving_fast - sum(cell.fast for cell in joining), share))
+        room = min(serving, max(pool.serving_fast - sum(state.hosted_fast(cell) for cell in joining), share))
         return min(budget, max(0, room - running))
 
     def _spreading(self, state: SchedulerState, pool: RolloutPool, work: int, core_too: bool) -> list[CellView]:
@@ -370,7 +371,7 @@ class ElasticPolicy(Policy):
         need at all costs nothing and shortens the step (a small batch on a large cluster)."""
         useful = self._useful_joiners(state, pool.trainers, in_place)
         packed = self._joining(state, pool.heading - work, fast=False)
-        if not any(cell.fast < cell.capacity for cell in state.cells):
+        if not any(state.hosted_fast(cell) < state.hosted_capacity(cell) for cell in state.cells):
             return packed if useful is None else packed[:useful]  # no session slows down when packed
         if state.train_left_s is None:
             packed = []  # a step of unknown size (the first) is not worth slowing its batch's last executions
@@ -421,17 +422,17 @@ class ElasticPolicy(Policy):
                 break
             if cell.role == Role.TRAIN and not self._joined_in(cell, phase):
                 chosen.append(cell)
-                missing -= per_cell or cell.capacity
+                missing -= per_cell or state.hosted_capacity(cell)
         return chosen
 
     def _joining(self, state: SchedulerState, spare: int, fast: bool = False) -> list[CellView]:
-        """Satellites whose whole capacity (at full speed if ``fast``) the outstanding work does not need
-        (last-first)."""
+        """Satellites whose whole capacity (at full speed if ``fast``) the outstanding work does not need:
+        free ones first (``CellView.free``: they hold no session's KV, so leaving moves nothing), then
+        last-first."""
         chosen: list[CellView] = []
-        for cell in reversed(state.cells):
-            if cell.is_core or cell.role != Role.ROLLOUT:
-                continue
-            size = cell.fast if fast else cell.capacity
+        candidates = [cell for cell in reversed(state.cells) if not cell.is_core and cell.role == Role.ROLLOUT]
+        for cell in sorted(candidates, key=lambda cell: not cell.free):  # stable: last-first within each kind
+            size = state.hosted_fast(cell) if fast else state.hosted_capacity(cell)
             if size > spare:
                 break
             chosen.append(cell)

@@ -35,10 +35,17 @@ class CellView:
     capacity: int = 1  # concurrent executions this cell can serve while it rolls out
     switching_to: Role | None = None
     fast_capacity: int | None = None  # executions it serves at close to its single-session speed (None: capacity)
+    active: int | None = None  # sessions holding one of its engine slots now (not parked); None: not observed
 
     @property
     def fast(self) -> int:
         return self.capacity if self.fast_capacity is None else min(self.capacity, self.fast_capacity)
+
+    @property
+    def free(self) -> bool:
+        """Holds no session's KV: empty, or every session it served is parked (their next calls may go to any
+        rollout cell), so it can switch roles without moving anything."""
+        return self.active == 0
 
 
 @dataclass(frozen=True)
@@ -51,6 +58,11 @@ class SchedulerState:
     the policy version each was generated under (oldest version of its calls) in ``ready_versions``.
     Versions are counts, not one entry per execution, so that observing a cluster of tens of thousands of
     executions stays cheap; executions left out of a count are taken to be at ``policy_version``.
+
+    Parking. ``CellView.capacity`` counts engine slots (sessions whose KV a cell holds at once). Where
+    sessions waiting on tools are parked (``gyre.scheduler.parking``), a live session holds a slot only
+    ``slot_share`` of its time, so a rollout cell serves ``capacity / slot_share`` executions
+    (``hosted_capacity``); without parking ``slot_share`` is 1 and the two are the same.
     """
 
     cells: tuple[CellView, ...]
@@ -71,6 +83,24 @@ class SchedulerState:
     ready_rate: float | None = None  # executions becoming trainable per second, lately (``gyre.scheduler.rate``)
     step_waiting: int = 0  # executions the running step still waits for (a step streams in its batch's tail; 0
     # when no step runs)
+    slot_share: float = 1.0  # share of a live session's time it holds an engine slot: (call + restore seconds) /
+    # (call + restore + tool-gap seconds) over recent calls with parking, 1 without (a session keeps its slot)
+    parked: int = 0  # live sessions parked now (in a tool, KV off every engine; their next call goes to any cell)
+
+    def __post_init__(self) -> None:
+        if not 0.0 < self.slot_share <= 1.0:
+            raise ValueError(f"SchedulerState.slot_share must be in (0, 1], got {self.slot_share}")
+
+    def hosted_capacity(self, cell: CellView) -> int:
+        """Executions ``cell`` serves while rolling out: its slots over the share of time a session holds one
+        (rounded down; the tolerance keeps ``slots / (slots / n)`` at ``n``)."""
+        return int(cell.capacity / self.slot_share + 1e-9)
+
+    def hosted_fast(self, cell: CellView) -> int:
+        """Executions ``cell`` serves at close to its single-session speed (``fast_capacity`` counts sessions
+        served, parked or not), at most its hosted capacity."""
+        hosted = self.hosted_capacity(cell)
+        return hosted if cell.fast_capacity is None else min(hosted, cell.fast_capacity)
 
     def ready_below(self, version: int) -> int:
         """Ready executions generated under a policy version older than ``version``."""
@@ -84,7 +114,8 @@ class SchedulerState:
         return [cell for cell in self.cells if cell.role == role]
 
     def capacity_of(self, role: Role) -> int:
-        return sum(cell.capacity for cell in self.cells_in(role))
+        """Executions the cells in ``role`` serve (hosted capacity: parked sessions hold no slot)."""
+        return sum(self.hosted_capacity(cell) for cell in self.cells_in(role))
 
     @property
     def core(self) -> CellView:

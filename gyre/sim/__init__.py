@@ -9,7 +9,9 @@ their progress), ``training`` (one streaming training step), ``ledger`` (where c
 ``engine`` (the event loop that consults the policy and applies its actions), ``world`` (what all policies
 share, and what an execution's work costs), ``run`` (one result per policy), ``compare`` (elastic against
 colocate and async at its best split, on equal work), ``result``/``report``/``metrics`` (outputs),
-``calibrate`` (fit a preset from a real run's metrics).
+``calibrate`` (fit a preset from a real run's metrics), ``gaps`` (tool gaps of a real run's call records).
+Parking (``sim.parking``: sessions waiting on tools give back their engine slots) is modelled in ``workload``
+(which gaps the park rule parks, what restores cost), ``rates`` (sessions a cell serves) and ``rollout``.
 """
 
 from gyre.sim.config import ConfigError, RootCfg, load_config, validate

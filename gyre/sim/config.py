@@ -18,6 +18,7 @@ from omegaconf.errors import ConfigKeyError, MissingMandatoryValue, ValidationEr
 CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
 PRIMARY = "sim_config"
 PRESETS = ("nl2repo_122b", "deepswe_122b", "terminalbench_122b", "nl2repo_2t", "calibrated")
+RESTORES = ("transfer", "recompute")  # sim.parking.restore: KV back from host memory, or the prefix recomputed
 
 
 class ConfigError(ValueError):
@@ -70,7 +71,18 @@ class WorkloadCfg:
     decode_tokens_sigma: float = MISSING
     tool_s_mean: float = MISSING
     tool_s_sigma: float = MISSING
+    tool_gaps: str | None = MISSING
     timeout_s: float | None = MISSING
+
+
+@dataclass
+class ParkingCfg:
+    enabled: bool = MISSING
+    restore: str = MISSING
+    host_gb_s: float = MISSING
+    recompute_tokens_s: float | None = MISSING
+    window: int = MISSING
+    prior_s: float | None = MISSING
 
 
 @dataclass
@@ -111,6 +123,7 @@ class SimCfg:
     model: ModelCfg = MISSING
     hardware: HardwareCfg = MISSING
     rollout: RolloutCfg = MISSING
+    parking: ParkingCfg = MISSING
     workload: WorkloadCfg = MISSING
     train: TrainCfg = MISSING
     switch: SwitchCfg = MISSING
@@ -184,6 +197,13 @@ def check(root: RootCfg) -> None:
     _require(sim.rollout.max_sessions >= 1, "sim.rollout.max_sessions", "must be >= 1")
     _require(sim.rollout.migration_gb_s > 0, "sim.rollout.migration_gb_s", "must be > 0")
     _require(sim.rollout.max_context_tokens >= 1, "sim.rollout.max_context_tokens", "must be >= 1")
+    park = sim.parking
+    _require(park.restore in RESTORES, "sim.parking.restore", f"must be one of {list(RESTORES)}, got {park.restore!r}")
+    _require(park.host_gb_s > 0, "sim.parking.host_gb_s", f"must be > 0, got {park.host_gb_s}")
+    _require(park.recompute_tokens_s is None or park.recompute_tokens_s > 0, "sim.parking.recompute_tokens_s",
+             f"must be > 0 or null, got {park.recompute_tokens_s}")
+    _require(park.window >= 1, "sim.parking.window", f"must be >= 1, got {park.window}")
+    _require(park.prior_s is None or park.prior_s >= 0, "sim.parking.prior_s", f"must be >= 0 or null, got {park.prior_s}")
     for key in ("hbm_tb_s", "peak_tflops", "mem_util", "bw_efficiency", "decode_mfu", "prefill_mfu",
                 "train_mfu", "gpu_mem_gb"):
         _require(getattr(sim.hardware, key) > 0, f"sim.hardware.{key}", "must be > 0")

@@ -64,14 +64,16 @@ class Simulator:
         self.pool = RolloutPool(world.rates, sim.cells, self.table, sim.rollout.migration_gb_s,
                                 sim.rollout.max_context_tokens)
         self.ledger = Ledger(sim.cells)
-        self.cap = world.rates.capacity
+        self.cap = world.rates.capacity  # sessions a rollout cell serves (its slots, more with parking)
+        self.slots = world.rates.slots  # what the scheduler sees as a cell's capacity
         self.ids = [f"c{i}" for i in range(sim.cells)]
         self.index = {name: i for i, name in enumerate(self.ids)}
         self.roles: list[Role] = [Role.ROLLOUT] * sim.cells
         self.switching_to: list[Role | None] = [None] * sim.cells
         self.fast = world.rates.fast_capacity
-        self.views = [CellView(name, Role.ROLLOUT, is_core=i == 0, capacity=self.cap, fast_capacity=self.fast)
-                      for i, name in enumerate(self.ids)]
+        self.views = [CellView(name, Role.ROLLOUT, is_core=i == 0, capacity=self.slots, fast_capacity=self.fast,
+                               active=0) for i, name in enumerate(self.ids)]
+        self.active = np.zeros(sim.cells, dtype=np.int64)  # sessions in a slot, as the views show them
         self.view_tuple: tuple[CellView, ...] = tuple(self.views)
         self.role_count = {role: 0 for role in Role}
         self.role_count[Role.ROLLOUT] = sim.cells
@@ -291,7 +293,24 @@ class Simulator:
 
     # Policy --------------------------------------------------------------------------------------------
 
+    def _view(self, cell: int, role: Role, switching_to: Role | None = None) -> CellView:
+        return CellView(self.ids[cell], role, is_core=cell == 0, capacity=self.slots, switching_to=switching_to,
+                        fast_capacity=self.fast, active=int(self.active[cell]))
+
+    def _refresh_active(self) -> None:
+        """Bring the views' ``active`` (sessions in a slot per cell) up to the pool, rebuilding only the views
+        that changed (a decision looks at them; a cluster of hundreds of cells changes a few per event)."""
+        active = self.pool.active()
+        changed = np.flatnonzero(active != self.active)
+        if len(changed) == 0:
+            return
+        self.active = active
+        for cell in changed:
+            self.views[cell] = self._view(int(cell), self.roles[cell], self.switching_to[cell])
+        self.view_tuple = tuple(self.views)
+
     def _observe(self) -> SchedulerState:
+        self._refresh_active()
         left = None
         if self.root.sim.executions is not None:
             left = self.root.sim.executions - self.dispatched
@@ -304,7 +323,8 @@ class Simulator:
             training=self.step is not None, steps_done=self.steps_done, total_steps=self.root.sim.steps,
             executions_left=left, train_left_s=self._train_left_s(), join_s=self.join_s,
             return_s=self.root.sim.switch.train_to_rollout_s, ready_rate=self.ready_rate.rate(),
-            step_waiting=self.step.waiting if self.step is not None else 0)
+            step_waiting=self.step.waiting if self.step is not None else 0, slot_share=self.rates.slot_share,
+            parked=self.pool.live - int(self.active.sum()) if self.rates.parking else 0)
 
     def _train_left_s(self) -> float | None:
         """Compute the running step still needs (one cell's seconds); with none running, the next step's
@@ -374,7 +394,7 @@ class Simulator:
             raise SimulationError(f"Dispatch({count}) but only {limit - self.dispatched} of sim.executions={limit} "
                                   "tasks are left")
         batch = self.world.stream.take(self.dispatched, count)
-        fixed = self.rates.fixed_seconds(batch.prefill, batch.tool_s)
+        fixed = self.rates.fixed_seconds(batch.prefill, batch.tool_s, batch.restore_s)
         ids = self.table.add(batch, fixed, self.version, self.now, self.root.sim.workload.timeout_s)
         first_group = len(self.group_left)
         self.dispatched += count
@@ -415,8 +435,7 @@ class Simulator:
         self.role_count[role] += 1
         self.roles[cell] = role
         self.switching_to[cell] = switching_to
-        self.views[cell] = CellView(self.ids[cell], role, is_core=cell == 0, capacity=self.cap,
-                                    switching_to=switching_to, fast_capacity=self.fast)
+        self.views[cell] = self._view(cell, role, switching_to)
         self.view_tuple = tuple(self.views)
         self.ledger.role(self.now, cell, role.value)
 
@@ -563,6 +582,11 @@ class Simulator:
             trained_rollout_cell_s=float(cell_s[trained].sum()),
             dropped_rollout_cell_s=float(cell_s[np.asarray(self.dropped_ids, dtype=np.int64)].sum()), train_flops=self.train_flops,
             migrations=self.pool.migrations, migration_s=self.pool.migration_s, step_end_s=self.step_end,
+            parking=self.rates.parking, slots_per_cell=self.slots, slot_share=self.rates.slot_share,
+            trained_parked_tool_s=float((t.parked_s[trained] * t.progress[trained]).sum()),
+            trained_tool_s=float((t.tool_s[trained] * t.progress[trained]).sum()),
+            trained_restore_s=float((t.restore_s[trained] * t.progress[trained]).sum()),
+            moved_while_parked=self.pool.moved_while_parked,
             train_compute_s=self.train_compute, sim_seconds=host_s, events=self.events,
             decide_calls=self.decide_calls, total_elapsed_s=self.ledger.elapsed,
             total_cell_s=self.ledger.snapshot(), finishes_per_execution=t.finishes[:n].tolist(),

@@ -28,7 +28,8 @@ def ratios(results: list[SimResult]) -> dict[str, float]:
 
 def table(results: list[SimResult], title: str = "") -> Table:
     first = results[0]
-    caption = (f"{first.cells} cells x {first.gpus_per_cell} GPUs, {first.capacity_per_cell} sessions/cell, "
+    parking = f" ({first.slots_per_cell} slots, parking)" if first.parking else ""
+    caption = (f"{first.cells} cells x {first.gpus_per_cell} GPUs, {first.capacity_per_cell} sessions/cell{parking}, "
                f"{first.steps} steps of {first.batch_size}, max_staleness={first.max_staleness}, "
                f"max_paths={first.max_paths}; ideal = the policy's trained work / all cells; "
                "length bias = mean work of trained / of dispatched executions")

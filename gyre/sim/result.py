@@ -23,7 +23,7 @@ class SimResult:
     preset: str
     cells: int
     gpus_per_cell: int
-    capacity_per_cell: int  # concurrent sessions per rollout cell (what the scheduler sees)
+    capacity_per_cell: int  # sessions a rollout cell serves before it time-shares (its slots, more with parking)
     steps: int
     batch_size: int
     max_staleness: int
@@ -55,10 +55,17 @@ class SimResult:
     dropped_rollout_cell_s: float  # rollout work of executions dropped as too stale (part of the wasted work)
     rollout_idle_capped_cell_s: float  # the part of cell_s["rollout_idle"] while nothing could be dispatched
     train_flops: float
-    migrations: int
+    migrations: float  # sessions whose KV moved cells (expected count: with parking, the share mid-call)
     migration_s: float
     step_end_s: list[float]
     train_compute_s: list[float]  # per step: start of training to end of compute
+    parking: bool  # sessions waiting on tools gave back their slots (sim.parking.enabled)
+    slots_per_cell: int  # sessions a rollout cell holds in its engines at once (capacity_per_cell without parking)
+    slot_share: float  # share of its time a session holds a slot (slots / capacity; 1 without parking)
+    trained_tool_s: float  # tool seconds of the trained executions (as far as each ran)
+    trained_parked_tool_s: float  # the part of them spent parked (no slot held)
+    trained_restore_s: float  # seconds the trained executions spent restoring parked KV
+    moved_while_parked: float  # sessions that changed cells while parked (a cell left rollout): nothing moved
     sim_seconds: float  # host time the simulation took
     events: int
     decide_calls: int

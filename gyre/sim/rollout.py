@@ -9,6 +9,15 @@ both. A KV migration delay is served first (it is added to the session's next ca
 
 A cell holding more sessions than its capacity time-shares it: each session progresses ``capacity / n`` as
 fast (waiting sessions pause), which is what decode throughput sharing amounts to.
+
+Parking (``sim.parking``) is modelled in the same aggregate way, never call by call. A session in a tool
+gap the park rule chose holds no slot: its parked seconds are part of its fixed time, which runs on at wall
+speed whatever the cell's load, and its restores are fixed time too (``gyre.sim.workload``). So a cell
+serves ``capacity = slots / slot_share`` sessions (``gyre.sim.rates``) before it time-shares, and at any
+moment ``phi(n)`` of its ``n`` sessions hold a slot (``active``). A cell that leaves rollout parks all its
+sessions: the ``phi`` share in a slot (mid-call) moves its KV to their new cells as a migration; the parked
+ones move nothing (their restore on whatever cell their next call lands is in their fixed time already).
+Without parking ``phi`` is 1: every session holds its slot, and every one migrates.
 """
 
 from __future__ import annotations
@@ -28,7 +37,7 @@ DONE = -2
 class ExecutionTable:
     """Column store of every dispatched execution, indexed by execution id (dispatch order)."""
 
-    FIELDS = ("calls", "decode0", "fixed0", "tool_s", "rem_decode", "rem_fixed", "delay", "tree_tokens", "policy_tokens",
+    FIELDS = ("calls", "decode0", "fixed0", "tool_s", "parked_s", "restore_s", "rem_decode", "rem_fixed", "delay", "tree_tokens", "policy_tokens",
               "dispatch_t", "deadline", "finish_t", "progress", "cell_s")
     INT_FIELDS = ("version", "cell", "finishes", "timed_out")
 
@@ -61,6 +70,8 @@ class ExecutionTable:
         self.decode0[sl] = self.rem_decode[sl] = batch.decode
         self.fixed0[sl] = self.rem_fixed[sl] = fixed_s
         self.tool_s[sl] = batch.tool_s
+        self.parked_s[sl] = batch.parked_s
+        self.restore_s[sl] = batch.restore_s
         self.delay[sl] = 0.0
         self.tree_tokens[sl] = batch.tree_tokens
         self.policy_tokens[sl] = batch.decode
@@ -95,8 +106,9 @@ class RolloutPool:
         self.last = np.zeros(cells)
         self.serving = np.zeros(cells, dtype=bool)  # in ROLLOUT role: may hold sessions
         self.orphans: list[int] = []
-        self.migrations = 0
+        self.migrations = 0  # sessions whose KV moved to another cell (a cell left rollout, or rehoming)
         self.migration_s = 0.0
+        self.moved_while_parked = 0  # sessions that changed cells while parked: nothing moved
 
     # Progress ------------------------------------------------------------------------------------------
 
@@ -199,9 +211,9 @@ class RolloutPool:
         """Take every session off ``cell`` (it stops serving) and charge each its KV migration."""
         self.advance(cell, now)
         moved = self.residents[cell]
+        self._charge_migration(moved, self.in_slot_share(int(self.n[cell])))
         self.residents[cell] = []
         self.n[cell] = 0
-        self._charge_migration(moved)
         return moved
 
     def remove(self, ids: list[int], now: float) -> set[int]:
@@ -216,15 +228,22 @@ class RolloutPool:
             self.orphans = [ident for ident in self.orphans if ident not in gone]
         return cells
 
-    def _charge_migration(self, ids: list[int]) -> None:
+    def in_slot_share(self, n: int) -> float:
+        """Share of a cell's ``n`` sessions holding a slot at a given moment (1 without parking)."""
+        return float(self.rates.phi[min(n, self.cap)]) if self.rates.parking else 1.0
+
+    def _charge_migration(self, ids: list[int], in_slot: float = 1.0) -> None:
+        """Sessions leaving their cell: the ``in_slot`` share of them (mid-call: their KV is on the cell) wait
+        for it to move, each the expected ``in_slot`` of its own migration time; parked ones move nothing."""
         if not ids:
             return
         idx = np.asarray(ids, dtype=np.int64)
         t = self.table
         context = np.minimum(self.max_context, t.tree_tokens[idx] * t.fraction_done(idx))
-        cost = self.rates.migration_seconds(context, self.migration_gb_s)
+        cost = in_slot * self.rates.migration_seconds(context, self.migration_gb_s)
         t.delay[idx] += cost
-        self.migrations += len(ids)
+        self.migrations += len(ids) * in_slot
+        self.moved_while_parked += len(ids) * (1.0 - in_slot)
         self.migration_s += float(cost.sum())
 
     def rehome(self, now: float) -> set[int]:
@@ -235,9 +254,9 @@ class RolloutPool:
             cell = int(cell)
             self.advance(cell, now)
             extra = self.residents[cell][self.cap:]
+            self._charge_migration(extra, self.in_slot_share(int(self.n[cell])))
             self.residents[cell] = self.residents[cell][: self.cap]
             self.n[cell] = self.cap
-            self._charge_migration(extra)
             moving.extend(extra)
             touched.add(cell)
         if moving:
@@ -250,6 +269,14 @@ class RolloutPool:
         """Serving cells' throughput in use, in full-cell units (for the idle ledger)."""
         loads = np.minimum(self.n[self.serving], self.cap)
         return float(self.rates.utilisation[loads].sum())
+
+    def active(self) -> np.ndarray:
+        """Sessions holding a slot on each cell now: every resident without parking, else the ``phi`` share
+        of them (at most the slots)."""
+        if not self.rates.parking:
+            return self.n.copy()
+        phi = self.rates.phi[np.minimum(self.n, self.cap)]
+        return np.minimum(self.rates.slots, np.rint(self.n * phi)).astype(np.int64)
 
     @property
     def live(self) -> int:

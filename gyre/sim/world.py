@@ -5,7 +5,9 @@ a rollout cell's peak token throughput plus its fixed time (tools, prefill) on o
 slots, plus its training FLOPs at a training cell's rate. No schedule can do an execution's work in fewer
 cell-seconds (a session on a cell holding ``n`` sessions progresses at most ``1 / n`` of the cell's peak
 per second, and the cell's slots are its capacity), so the work of what a policy trained, spread over all
-cells, is a lower bound on that policy's wall time: the ideal it is compared with.
+cells, is a lower bound on that policy's wall time: the ideal it is compared with. With parking a cell
+serves more sessions (``capacity`` is slots over the share of time a session holds one) and an execution's
+fixed time includes its restores: the same bound, over what a cell does with parking.
 """
 
 from __future__ import annotations
@@ -15,9 +17,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gyre.sim.config import RootCfg
-from gyre.sim.rates import RolloutRates, TrainRates
-from gyre.sim.workload import WorkloadStream
+from gyre.sim.config import RootCfg, SimCfg
+from gyre.sim.rates import RolloutRates, TrainRates, restore_s_per_token
+from gyre.sim.workload import Parking, WorkloadStream
 
 
 @dataclass
@@ -34,10 +36,17 @@ class Ideal:
                 "executions": self.executions}
 
 
+def parking(sim: SimCfg) -> Parking | None:
+    """The park rule's inputs when ``sim.parking.enabled`` (None: sessions keep their slots)."""
+    if not sim.parking.enabled:
+        return None
+    return Parking(sim.parking.window, sim.parking.prior_s, restore_s_per_token(sim), sim.rollout.max_context_tokens)
+
+
 class World:
     def __init__(self, root: RootCfg):
         self.root = root
-        self.stream = WorkloadStream(root.sim.workload, root.sim.seed)
+        self.stream = WorkloadStream(root.sim.workload, root.sim.seed, parking(root.sim))
         self.means = self.stream.means()
         self.rates = RolloutRates(root.sim, self.means)
         self.train = TrainRates(root.sim, root.trajectory.max_paths)
@@ -78,7 +87,7 @@ class World:
         """
         ex = self.stream.take(start, count)
         cap = self.rates.capacity
-        seconds = ex.decode / self.rates.speed[cap] + self.rates.fixed_seconds(ex.prefill, ex.tool_s)
+        seconds = ex.decode / self.rates.speed[cap] + self.rates.fixed_seconds(ex.prefill, ex.tool_s, ex.restore_s)
         kept = np.ones_like(seconds)
         timeout = self.root.sim.workload.timeout_s
         if timeout is not None:

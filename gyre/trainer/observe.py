@@ -19,7 +19,13 @@ from gyre.trainer.buffer import ExecutionBuffer
 def scheduler_state(cluster: Any, buffer: ExecutionBuffer, training: bool, steps_done: int,
                     total_steps: int, step_waiting: int = 0, batch_size: int = 1) -> SchedulerState:
     """Cells the driver has asked to switch show as SWITCHING, with their target, from the moment the switch
-    is asked for (as in the simulator): the cluster's membership record holds the planned moves."""
+    is asked for (as in the simulator): the cluster's membership record holds the planned moves.
+
+    Parking: a cluster whose router parks sessions waiting on tools reports ``parking() -> (slot_share,
+    parked)`` and each cell's ``CellView.active``; one that does not (TODO(#36, engine half): the real
+    ``Cluster``) shows every session holding its slot (share 1, none parked)."""
+    parking = getattr(cluster, "parking", None)
+    slot_share, parked = parking() if parking is not None else (1.0, 0)
     return SchedulerState(
         cells=cluster.views(),
         policy_version=cluster.version,
@@ -35,6 +41,8 @@ def scheduler_state(cluster: Any, buffer: ExecutionBuffer, training: bool, steps
         return_s=cluster.return_s(),
         ready_rate=buffer.ready_rate.rate() if buffer.ready_rate is not None else None,
         step_waiting=step_waiting,
+        slot_share=slot_share,
+        parked=parked,
     )
 
 

@@ -34,3 +34,22 @@ def test_bad_overrides_are_named_before_anything_runs():
                           (["--stream-from", "5"], "scheduler.stream_from: must be in (0, 1]")):
         done = grid(*args)
         assert done.returncode == 2 and message in done.stderr, done.stderr
+
+
+def test_the_grid_with_parking_and_without_side_by_side(tmp_path):
+    out = tmp_path / "both.json"
+    done = grid("--set", "sim.steps=3", "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    figures = json.loads(out.read_text())
+    assert figures["parking"] == "both" and figures["cells_2.slot_share"] < 1.0  # the figures: with parking
+    assert figures["cells_2.without_parking.slot_share"] == 1.0
+    assert figures["cells_2.sessions_per_cell"] > figures["cells_2.without_parking.sessions_per_cell"]
+    for policy in ("colocate", "async", "elastic"):
+        gain = figures[f"cells_2.parking_gain_{policy}"]
+        assert gain == figures[f"cells_2.{policy}_tokens_per_h"] / figures[f"cells_2.without_parking.{policy}_tokens_per_h"]
+    assert figures["targets.ideal_never_beaten"] and figures["targets_without_parking.ideal_never_beaten"]
+    off = tmp_path / "off.json"
+    assert grid("--set", "sim.steps=3", "--parking", "off", "--out", str(off)).returncode == 0
+    alone = json.loads(off.read_text())
+    assert alone["cells_2.vs_async_best"] == figures["cells_2.without_parking.vs_async_best"]  # deterministic per seed
+    assert "cells_2.parking_gain_elastic" not in alone

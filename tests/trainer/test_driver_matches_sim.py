@@ -6,7 +6,9 @@ decision to both, then delivers the same events to both (executions of given gro
 the step ends). The driver is the real ``Driver`` with its real ``ExecutionBuffer``; the cluster and the
 execution pool under it are stand-ins whose switches, steps and executions complete when the test says, so
 nothing depends on timing. Covers bulk switches, dispatch of whole groups, ``StartTrainStep(drop_stale)``
-and ``AbortStale`` (``stale_policy=drop``).
+and ``AbortStale`` (``stale_policy=drop``), and parking (sessions waiting on tools give back their slots:
+the cluster's ``parking()`` and the cells' ``active`` are the simulator's here, as the router will measure
+them; TODO(#36, engine half): the real cluster reports them).
 """
 
 from __future__ import annotations
@@ -47,10 +49,14 @@ class StandInCluster:
         self.cfg = type("Cfg", (), {"capacity": CAPACITY})()
 
     def views(self) -> tuple[CellView, ...]:
-        """As the real cluster shows them: a cell asked to switch is SWITCHING, with its target, until it lands."""
+        """As the real cluster shows them: a cell asked to switch is SWITCHING, with its target, until it lands.
+        Its sessions in a slot (``active``) and the sessions it serves at full speed are the router's and the
+        engines' measurements: here the simulator's, as below."""
         targets = {cell: to for moves, _ in self.pending_switches for cell, to in moves.items()}
+        sim = self.measured
+        sim._refresh_active()
         return tuple(CellView(c, Role.SWITCHING if c in targets else self.roles[c], c == "c0", CAPACITY,
-                              targets.get(c), CAPACITY) for c in self.ids)
+                              targets.get(c), sim.fast, int(sim.active[i])) for i, c in enumerate(self.ids))
 
     def switch_many(self, moves: dict[str, Role]) -> asyncio.Future:
         future = asyncio.get_running_loop().create_future()
@@ -96,6 +102,11 @@ class StandInCluster:
     def seconds_in_roles(self) -> dict[str, dict[str, float]]:
         return {}
 
+    def parking(self) -> tuple[float, int]:
+        """(share of its time a session holds a slot, sessions parked now): the router's, here the simulator's."""
+        state = self.measured._observe()
+        return state.slot_share, state.parked
+
 
 class StandInPool:
     """Executions that finish when the test says, in the order the driver submitted them."""
@@ -119,10 +130,10 @@ class Tracker:
 class Lockstep:
     """The real driver and the simulator side by side; each method delivers one event to both."""
 
-    def __init__(self, policy: SchedulerConfig, tmp_path: Path) -> None:
-        root = load_config(overrides=SIM)
+    def __init__(self, policy: SchedulerConfig, tmp_path: Path, overrides: tuple[str, ...] = ()) -> None:
+        root = load_config(overrides=[*SIM, *overrides])
         world = World(root)
-        assert world.rates.capacity == CAPACITY == world.rates.fast_capacity
+        assert world.rates.slots == CAPACITY and world.rates.capacity == world.rates.fast_capacity
         sim = Simulator(world, policy, make_policy(policy))
         sim.ids = [f"c{i}" for i in range(CELLS)]
         sim.index = {name: i for i, name in enumerate(sim.ids)}
@@ -170,8 +181,9 @@ class Lockstep:
                 execution.reward = float(index % 2)
                 future.set_result(execution)
             for ident in range(number * GROUP, (number + 1) * GROUP):
+                for cell in self.sim.pool.remove([ident], self.sim.now):  # off its cell, then finished
+                    self.sim._reschedule_cell(cell)
                 self.sim._finish(ident)
-                self.sim.pool.remove([ident], self.sim.now)
         await self.settle()
 
     async def land_switches(self) -> None:
@@ -266,5 +278,52 @@ def test_moves_timed_by_the_ready_rate_are_the_same_in_the_driver_and_the_simula
         assert run.decisions[-1][0] == StartTrainStep(3 * GROUP)  # no switch between the batch and its step
         await run.end_step()
         await run.decide_and_apply()
+
+    asyncio.run(scenario())
+
+
+PARKING = ("sim.parking.enabled=true", "sim.workload.tool_s_mean=20")  # a session holds a slot ~1/6 of its time
+
+
+def test_with_parking_the_driver_and_the_simulator_free_the_same_cells(tmp_path: Path):
+    """With parking a cell serves several times its slots, so once a batch is ready the running executions
+    fit on one satellite and two join the step (one without parking); both sides see the same shares and
+    counts, decide the same and apply the same, through the step and the next dispatch."""
+    policy = SchedulerConfig(name="elastic", batch_size=BATCH, max_staleness=2)
+    run = Lockstep(policy, tmp_path, PARKING)
+    hosted = run.sim.world.rates.capacity
+    assert hosted > 2 * CAPACITY
+
+    async def scenario() -> None:
+        await run.decide_and_apply()  # three batches ahead: 6 groups
+        state = run.driver.observe()
+        assert state.slot_share == CAPACITY / hosted and state.hosted_capacity(state.cells[1]) == hosted
+        assert state.parked == run.sim.pool.live - sum(cell.active for cell in state.cells) > 0
+        await run.finish_groups(0, 1)  # a batch ready, 8 still running: one satellite's hosted capacity holds them
+        await run.decide_and_apply()
+        joined = {a.cell_id for a in run.decisions[-1] if isinstance(a, SwitchCell) and a.to == Role.TRAIN}
+        assert joined == {"c0", "c2", "c3"}
+        await run.land_switches()
+        await run.decide_and_apply()  # the step starts on three cells; c1 serves every running execution
+        assert run.sim.pool.n[1] == 8 and run.sim.pool.migrations < 8  # parked sessions moved no KV
+        await run.finish_groups(2, 3)
+        await run.decide_and_apply()
+        await run.end_step()
+        await run.decide_and_apply()
+
+    asyncio.run(scenario())
+    assert {"Dispatch", "SwitchCell", "StartTrainStep"} <= run.applied()
+
+
+def test_without_parking_the_same_scenario_frees_one_satellite(tmp_path: Path):
+    run = Lockstep(SchedulerConfig(name="elastic", batch_size=BATCH, max_staleness=2), tmp_path, PARKING[1:])
+
+    async def scenario() -> None:
+        await run.decide_and_apply()
+        await run.finish_groups(0, 1)
+        await run.decide_and_apply()
+        assert run.driver.observe().slot_share == 1.0
+        joined = {a.cell_id for a in run.decisions[-1] if isinstance(a, SwitchCell) and a.to == Role.TRAIN}
+        assert joined == {"c0", "c3"}
 
     asyncio.run(scenario())
