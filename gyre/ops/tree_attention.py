@@ -141,35 +141,69 @@ _flash = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu
 _flash_backward = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward
 
 
-class _ChainBlockAttention(torch.autograd.Function):
-    """softmax over (all prefix keys ∪ causal own keys), as two fused kernels merged by log-sum-exp.
+def _block_forward(q, k_prefix, v_prefix, k_own, v_own, scale):
+    """softmax over (all prefix keys ∪ causal own keys), as two fused kernels merged by log-sum-exp."""
+    out, lse = _flash(q, k_own, v_own, 0.0, True, scale=scale)
+    if k_prefix is not None:
+        out_p, lse_p = _flash(q, k_prefix, v_prefix, 0.0, False, scale=scale)
+        merged = torch.logaddexp(lse_p, lse)
+        out = out_p * torch.exp(lse_p - merged).unsqueeze(-1) + out * torch.exp(lse - merged).unsqueeze(-1)
+        out = out.to(q.dtype)  # the log-sum-exp is float32: bfloat16 parts came back float32
+        lse = merged
+    return out, lse
 
-    Backward runs the flash backward of each part with the *merged* output and log-sum-exp, which gives
-    exactly each part's share of dQ and its own dK, dV (as split-KV and ring attention do)."""
+
+class _BlockTreeAttention(torch.autograd.Function):
+    """Every chain block of a plan in one autograd node.
+
+    Backward runs the flash backward of each block's two parts with the block's *merged* output and
+    log-sum-exp, which gives exactly each part's share of dQ and its own dK, dV (as split-KV and ring
+    attention do), and adds them in place into one dQ, dK, dV. (One node per block instead made every
+    block's slice and gather of K/V a full-length gradient in backward: time grew with blocks x length,
+    which is what a micro-batch of many branching trees has.)"""
 
     @staticmethod
-    def forward(ctx, q, k_prefix, v_prefix, k_own, v_own, scale):
-        out, lse = _flash(q, k_own, v_own, 0.0, True, scale=scale)
-        if k_prefix is not None:
-            out_p, lse_p = _flash(q, k_prefix, v_prefix, 0.0, False, scale=scale)
-            merged = torch.logaddexp(lse_p, lse)
-            out = out_p * torch.exp(lse_p - merged).unsqueeze(-1) + out * torch.exp(lse - merged).unsqueeze(-1)
-            lse = merged
-        ctx.save_for_backward(q, k_prefix, v_prefix, k_own, v_own, out, lse)
-        ctx.scale = scale
+    def forward(ctx, query, key, value, blocks, query_start, scale):
+        outs, lses = [], []
+        for block in blocks:
+            q = query[:, :, block.start - query_start:block.end - query_start].contiguous()
+            k_prefix = v_prefix = None
+            if block.prefix is not None:
+                k_prefix, v_prefix = _select(key, block.prefix).contiguous(), _select(value, block.prefix).contiguous()
+            out, lse = _block_forward(q, k_prefix, v_prefix, key[:, :, block.start:block.end].contiguous(),
+                                      value[:, :, block.start:block.end].contiguous(), scale)
+            outs.append(out)
+            lses.append(lse)
+        out, lse = torch.cat(outs, dim=2), torch.cat(lses, dim=2)
+        ctx.save_for_backward(query, key, value, out, lse)
+        ctx.blocks, ctx.query_start, ctx.scale = blocks, query_start, scale
         return out
 
     @staticmethod
     def backward(ctx, grad_out):
-        q, k_prefix, v_prefix, k_own, v_own, out, lse = ctx.saved_tensors
-        grad_out = grad_out.contiguous()
-        dq, dk_own, dv_own = _flash_backward(grad_out, q, k_own, v_own, out, lse, 0.0, True, scale=ctx.scale)
-        dk_prefix = dv_prefix = None
-        if k_prefix is not None:
-            dq_p, dk_prefix, dv_prefix = _flash_backward(grad_out, q, k_prefix, v_prefix, out, lse, 0.0, False,
-                                                         scale=ctx.scale)
-            dq = dq + dq_p
-        return dq, dk_prefix, dv_prefix, dk_own, dv_own, None
+        query, key, value, out, lse = ctx.saved_tensors
+        dq, dk, dv = torch.zeros_like(query), torch.zeros_like(key), torch.zeros_like(value)
+        for block in ctx.blocks:
+            rows = slice(block.start, block.end)
+            query_rows = slice(block.start - ctx.query_start, block.end - ctx.query_start)
+            q, g = query[:, :, query_rows].contiguous(), grad_out[:, :, query_rows].contiguous()
+            o, l = out[:, :, query_rows].contiguous(), lse[:, :, query_rows].contiguous()
+            dq_b, dk_own, dv_own = _flash_backward(g, q, key[:, :, rows].contiguous(), value[:, :, rows].contiguous(),
+                                                   o, l, 0.0, True, scale=ctx.scale)
+            dk[:, :, rows] += dk_own
+            dv[:, :, rows] += dv_own
+            if block.prefix is not None:
+                k_prefix, v_prefix = _select(key, block.prefix).contiguous(), _select(value, block.prefix).contiguous()
+                dq_p, dk_p, dv_p = _flash_backward(g, q, k_prefix, v_prefix, o, l, 0.0, False, scale=ctx.scale)
+                dq_b = dq_b + dq_p
+                if isinstance(block.prefix, tuple):
+                    dk[:, :, block.prefix[0]:block.prefix[1]] += dk_p
+                    dv[:, :, block.prefix[0]:block.prefix[1]] += dv_p
+                else:
+                    dk.index_add_(2, block.prefix, dk_p.to(dk.dtype))
+                    dv.index_add_(2, block.prefix, dv_p.to(dv.dtype))
+            dq[:, :, query_rows] = dq_b
+        return dq, dk, dv, None, None, None
 
 
 def block_tree_attention(
@@ -177,18 +211,7 @@ def block_tree_attention(
 ) -> torch.Tensor:
     """Each chain block against exactly the keys it can see. query [B, H, L - query_start, D] (the plan's
     query rows); key/value [B, Hkv, L, D] (every row of the layout)."""
-    outputs = []
-    for block in plan.blocks:
-        rows = slice(block.start, block.end)
-        query_rows = slice(block.start - plan.query_start, block.end - plan.query_start)
-        k_prefix = v_prefix = None
-        if block.prefix is not None:
-            k_prefix = _select(key, block.prefix).contiguous()
-            v_prefix = _select(value, block.prefix).contiguous()
-        outputs.append(_ChainBlockAttention.apply(
-            query[:, :, query_rows].contiguous(), k_prefix, v_prefix,
-            key[:, :, rows].contiguous(), value[:, :, rows].contiguous(), scaling))
-    return torch.cat(outputs, dim=2)
+    return _BlockTreeAttention.apply(query, key, value, plan.blocks, plan.query_start, scaling)
 
 
 def _flex_block_mask(subtree_end: torch.Tensor, query_start: int = 0):
