@@ -23,6 +23,14 @@ than ``max_staleness`` versions old cannot be trained: ready ones are dropped wh
 running ones are aborted (``AbortStale``) as soon as no step can take them, freeing their slots; what can
 no longer be trained counts neither in the look-ahead budget nor in the outstanding work.
 
+Parking. Where sessions waiting on tools give back their engine slots (``gyre.scheduler.parking``; every
+policy gets it alike), a rollout cell serves its slots over the share of time a session holds one
+(``SchedulerState.hosted_capacity``): async fills its rollout cells that far, and elastic counts them so when
+it decides which satellites rollout can spare, so the cells parking frees during a step train, and go back
+as the outstanding work needs them. A cell holding only parked sessions (``CellView.free``) moves nothing
+when it leaves: elastic sends free cells first. Colocate is unchanged: parked sessions are still executions
+of its batch, which it waits for.
+
 Streaming steps (``stream_from < 1``). Async and elastic start a step once that share of its batch is ready;
 the step takes the rest as it completes (its trainers compute what they hold meanwhile), and the executions
 it still waits for count as the batch being generated, so the look-ahead stays what ``max_staleness`` says.
