@@ -32,6 +32,10 @@ Input schema (one JSON object per line, one line per training step, as written b
     cells/capacity                int    executions one rollout cell serves at once (the scheduler's C_e;
                                          else ceil(batch x (max_staleness + 1) / cells))
     group_size                    int    samples per task (GRPO group; else 1)
+    parking/transfer_s            float  seconds restoring parked KV from host memory this step (with
+    parking/transfer_bytes        float  the bytes it moved: the host link's rate, sim.parking.host_gb_s)
+    parking/recompute_s           float  seconds recomputing dropped KV this step (with
+    parking/recomputed_tokens     float  the tokens recomputed: sim.parking.recompute_tokens_s)
 
 What is fitted (everything else keeps conf/sim_config.yaml's value):
 - calls per execution: log-normal mean and log-space sigma;
@@ -44,7 +48,9 @@ What is fitted (everything else keeps conf/sim_config.yaml's value):
   execution reproduce the measured per-execution spreads (squared coefficient of variation) of the model
   and tool times, net of the call-count spread;
 - training: least squares of train/time_s on tokens/tree (slope -> achieved FLOP/s per GPU with
-  --active-params-b, intercept -> step overhead), switch costs as measured means.
+  --active-params-b, intercept -> step overhead), switch costs as measured means;
+- parking, when the run's router parked sessions (``parking/*`` logged): ``sim.parking.enabled``, the restore
+  path it used most (by seconds) and each path's measured rate (bytes or tokens over seconds, all steps).
 """
 
 from __future__ import annotations
@@ -224,6 +230,7 @@ def fit(rows: list[dict[str, Any]], gpus_per_cell: int = 1, active_params_b: flo
         scheduler["max_staleness"] = staleness
     if sched.get("rollout_cells"):  # async's split, as the run was configured
         scheduler["rollout_cells"] = int(sched["rollout_cells"])
+    parking = parking_rates(rows)
     return {
         "sim": {
             "name": "calibrated", "steps": len(rows), "cells": cells, "gpus_per_cell": gpus_per_cell,
@@ -241,6 +248,7 @@ def fit(rows: list[dict[str, Any]], gpus_per_cell: int = 1, active_params_b: flo
             "train": {"achieved_tflops_per_gpu": achieved, "weight_sync_s": sync, "step_overhead_s": overhead},
             "switch": {"rollout_to_train_s": r2t if r2t is not None else 0.0,
                        "train_to_rollout_s": t2r if t2r is not None else 0.0},
+            **({"parking": parking} if parking else {}),
         },
         "scheduler": scheduler,
         "trajectory": {"max_paths": None},
@@ -249,6 +257,23 @@ def fit(rows: list[dict[str, Any]], gpus_per_cell: int = 1, active_params_b: flo
                    "measured_step_time_s": float(np.mean([r["step_time_s"] for r in rows])),
                    "measured_train_time_s": float(times.mean()), "switch_seen": r2t is not None},
     }
+
+
+def parking_rates(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """``sim.parking`` keys measured by a run whose router parked sessions (None if it logged no restore):
+    each restore path's rate over the whole run, and the path that took the most restore seconds."""
+    def total(key: str) -> float:
+        return float(sum(r.get(key) or 0.0 for r in rows))
+
+    transfer_s, recompute_s = total("parking/transfer_s"), total("parking/recompute_s")
+    if transfer_s <= 0 and recompute_s <= 0:
+        return None
+    out: dict[str, Any] = {"enabled": True, "restore": "transfer" if transfer_s >= recompute_s else "recompute"}
+    if transfer_s > 0 and total("parking/transfer_bytes") > 0:
+        out["host_gb_s"] = total("parking/transfer_bytes") / transfer_s / 1e9
+    if recompute_s > 0 and total("parking/recomputed_tokens") > 0:
+        out["recompute_tokens_s"] = total("parking/recomputed_tokens") / recompute_s
+    return out
 
 
 def measured_trace(rows: list[dict[str, Any]], decode_s_per_token: float,
@@ -311,6 +336,7 @@ def _train_cells(rows: list[dict[str, Any]], sched: dict[str, Any], cells: int) 
 
 
 SECTIONS = {"sim": "simulated cluster (fitted keys only; the rest from conf/sim_config.yaml)",
+            "parking": "sessions waiting on tools gave back their slots (measured restores)",
             "model": "model size (FLOPs only)", "rollout": "rollout rate model (flat)", "workload": "executions",
             "train": "training cost", "switch": "role-switch costs", "scheduler": "the run's scheduler",
             "trajectory": "path cap"}
@@ -339,6 +365,9 @@ COMMENTS = {
     "batch_size": "from the run's scheduler", "max_staleness": "from the run's scheduler",
     "rollout_cells": "from the run's scheduler (async's fixed split)",
     "max_paths": "tree tokens are measured after the cap: no further ratio",
+    "enabled": "the run's router parked sessions", "restore": "the restore path that took the most seconds",
+    "host_gb_s": "measured: parking/transfer_bytes over parking/transfer_s",
+    "recompute_tokens_s": "measured: parking/recomputed_tokens over parking/recompute_s",
 }
 
 

@@ -156,3 +156,23 @@ def test_steps_where_nothing_finished_are_skipped(tmp_path):
         row["rollout/execution_time_s"] = []
     with pytest.raises(CalibrationError, match="rollout/execution_time_s is empty in every step"):
         fit(rows, active_params_b=0.0004)
+
+
+def test_measured_restores_set_the_parking_rates(tmp_path):
+    """A run whose router parked sessions logs its restores; the preset then parks, restores by the path
+    that took the most time, and at each path's measured rate."""
+    path, _ = synthetic_run(tmp_path)
+    rows = read_metrics(path)
+    assert "parking" not in fit(rows)["sim"]  # nothing parked: the base's parking settings
+    for row in rows:
+        row.update({"parking/transfer_s": 0.5, "parking/transfer_bytes": 5e9, "parking/recompute_s": 0.1,
+                    "parking/recomputed_tokens": 2000})
+    fitted = fit(rows)
+    assert fitted["sim"]["parking"] == pytest.approx(
+        {"enabled": True, "restore": "transfer", "host_gb_s": 10.0, "recompute_tokens_s": 20000.0})
+    out = tmp_path / "parked.yaml"
+    out.write_text(to_yaml(fitted, "parked.jsonl"))
+    import yaml
+
+    assert yaml.safe_load(out.read_text())["sim"]["parking"]["host_gb_s"] == pytest.approx(10.0)
+    assert fitted_config(fitted).sim.parking.recompute_tokens_s == pytest.approx(20000.0)
