@@ -1,13 +1,13 @@
-"""Parsers that turn test-runner output into per-test statuses or pass counts.
+"""Test-runner output and status maps.
 
-Each benchmark grades from the runner's text output, so each parser here follows its benchmark's rule:
+Scorers never grade from printed output (the code under test can print anything): they read the guarded
+pytest's report (`gyre.envs.scorers.guard`). What is here serves trusted output and the shared rules:
 
-- `parse_pytest`: SWE-bench / Terminal-Bench style. Reads both the ``-rA`` short summary
-  (``PASSED tests/test_a.py::test_x``, ``FAILED tests/test_a.py::test_y - assert ...``) and verbose
-  lines (``tests/test_a.py::test_x PASSED [ 50%]``); keys are full pytest node ids.
-- `parse_r2e`: R2E-Gym's own parser (keys are the node id after the file, joined by dots), kept exact
-  because ``expected_output_json`` was produced by it.
-- `count_passed`: NL2RepoBench's ``(\\d+) passed`` count.
+- `parse_pytest`: statuses from pytest's ``-rA`` summary and verbose lines, for output Gyre itself
+  produced (the built-in suites' generators check their reference solutions with it).
+- `r2e_match`: R2E-Gym's rule (the status map equals ``expected_output_json``), over the keys
+  `gyre.envs.scorers.swe.r2e_statuses` makes the way R2E-Gym's log parser does.
+- `PASSING`: statuses SWE-bench counts as a pass.
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ STATUSES = ("PASSED", "FAILED", "ERROR", "SKIPPED", "XFAIL", "XPASS")
 PASSING = frozenset({"PASSED", "XFAIL"})  # SWE-bench counts an expected failure as a pass
 _SUMMARY = re.compile(r"^(PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS) (\S.*)$")
 _VERBOSE = re.compile(r"^(\S+::\S.*?) (PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS)(?:\s+\[\s*\d+%\])?\s*$")
-_PASSED_COUNT = re.compile(r"(\d+) passed")
 
 
 def strip_ansi(text: str) -> str:
@@ -50,23 +49,6 @@ def parse_pytest(log: str) -> dict[str, str]:
     return statuses
 
 
-def parse_r2e(log: str) -> dict[str, str]:
-    """R2E-Gym's ``parse_log_pytest``: statuses from the text after "short test summary info"."""
-    log = strip_ansi(log)
-    if "short test summary info" not in log:
-        return {}
-    statuses: dict[str, str] = {}
-    for line in log.split("short test summary info")[1].strip().split("\n"):
-        if "PASSED" in line:
-            statuses[".".join(line.split("::")[1:])] = "PASSED"
-        elif "FAILED" in line:
-            statuses[".".join(line.split("::")[1:]).split(" - ")[0]] = "FAILED"
-        elif "ERROR" in line:
-            name = ".".join(line.split("::")[1:]) or line
-            statuses[name.split(" - ")[0]] = "ERROR"
-    return statuses
-
-
 def r2e_match(parsed: dict[str, str], expected: dict[str, str]) -> tuple[bool, list[str]]:
     """R2E-Gym's rule: the parsed map equals the expected one (keys without `` - ...`` suffixes).
 
@@ -76,21 +58,3 @@ def r2e_match(parsed: dict[str, str], expected: dict[str, str]) -> tuple[bool, l
     expected_n = {strip_ansi(k).split(" - ")[0]: v for k, v in expected.items()}
     differing = sorted(k for k in set(parsed_n) | set(expected_n) if parsed_n.get(k) != expected_n.get(k))
     return not differing, differing
-
-
-def count_passed(log: str) -> int:
-    """The number in pytest's final ``N passed`` line (the last match), 0 when there is none.
-
-    Taking the last match of one command's output, not the sum of all matches, keeps a test that
-    prints "3 passed" from inflating the count; callers sum over commands.
-    """
-    found = _PASSED_COUNT.findall(strip_ansi(log))
-    return int(found[-1]) if found else 0
-
-
-def pytest_started(log: str) -> bool:
-    """True when pytest ran far enough to print its session header or a result summary."""
-    text = strip_ansi(log)
-    return "test session starts" in text or bool(
-        re.search(r"\b(passed|failed|error|errors|no tests ran)\b in [\d.]+s", text)
-    )

@@ -10,7 +10,9 @@ from pathlib import Path
 import pytest
 
 from gyre.envs import Score, Task
-from gyre.envs.testlog import count_passed, parse_pytest, parse_r2e, pytest_started, r2e_match
+from gyre.envs.scorers.guard import TestOutcome, TestReport
+from gyre.envs.scorers.swe import r2e_statuses
+from gyre.envs.testlog import parse_pytest, r2e_match
 from gyre.envs.workspace import (
     EmptySource,
     extract_tar,
@@ -55,23 +57,22 @@ def test_parse_pytest_strips_colour() -> None:
     assert parse_pytest("\x1b[32mPASSED\x1b[0m t.py::test_a\n") == {"t.py::test_a": "PASSED"}
 
 
-def test_parse_r2e_matches_upstream_keys() -> None:
-    parsed = parse_r2e(PYTEST_LOG)
-    assert parsed["test_ok"] == "PASSED" and parsed["TestC.test_m"] == "PASSED"
-    assert parsed["test_f"] == "FAILED" and parsed["test_e"] == "ERROR"
-    assert "test_xf" not in parsed  # upstream ignores XFAIL/XPASS lines
-    assert parse_r2e("no summary here") == {}
+def test_r2e_keys_match_upstream() -> None:
+    """R2E-Gym's keys (the node id after the file, joined by dots) from a guarded run's report; like its log
+    parser, XFAIL/XPASS/SKIPPED are left out, and only tests under the r2e_tests folder count."""
+    statuses = {"test_ok": "PASSED", "TestC::test_m": "PASSED", "test_f": "FAILED", "test_e": "ERROR",
+                "test_xf": "XFAIL", "test_s": "SKIPPED"}
+    report = TestReport(results={f"r2e_tests/test_a.py::{name}": TestOutcome(f"r2e_tests/test_a.py::{name}",
+                                                                              "/w/r2e_tests/test_a.py", status)
+                                 for name, status in statuses.items()})
+    report.results["mine.py::test_extra"] = TestOutcome("mine.py::test_extra", "/w/mine.py", "PASSED")
+    parsed = r2e_statuses(report, "/w/r2e_tests")
+    assert parsed == {"test_ok": "PASSED", "TestC.test_m": "PASSED", "test_f": "FAILED", "test_e": "ERROR"}
 
 
 def test_r2e_match() -> None:
     assert r2e_match({"a": "PASSED", "b - x": "FAILED"}, {"a": "PASSED", "b": "FAILED"}) == (True, [])
     assert r2e_match({"a": "PASSED"}, {"a": "PASSED", "b": "PASSED"}) == (False, ["b"])
-
-
-def test_count_passed_takes_last_summary() -> None:
-    assert count_passed("print: 3 passed earlier\n=== 2 failed, 7 passed in 0.1s ===") == 7
-    assert count_passed("nothing") == 0
-    assert pytest_started(PYTEST_LOG) and not pytest_started("bash: pytest: command not found")
 
 
 def test_score_validation() -> None:
