@@ -42,6 +42,7 @@ STATUSES = frozenset({"PASSED", "FAILED", "ERROR", "SKIPPED", "XFAIL", "XPASS"})
 
 @dataclass
 class TestOutcome:
+    __test__ = False  # not a pytest test class, though its name starts with "Test"
     nodeid: str
     path: str  # the test file as seen inside the sandbox
     status: str
@@ -50,6 +51,8 @@ class TestOutcome:
 @dataclass
 class TestReport:
     """What the guarded pytest runs of one test command reported."""
+
+    __test__ = False
 
     results: dict[str, TestOutcome] = field(default_factory=dict)  # by node id; a later run's status wins
     collected: dict[str, str] = field(default_factory=dict)  # node id -> path, every test collected
