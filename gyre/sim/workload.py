@@ -111,12 +111,12 @@ class PerCall:
                             per_execution(self.tool_s))
         if parking is None or len(self.tool_s) == 0:
             return totals
-        # Context when each call returns (what a restore before the next call moves or recomputes).
-        grown = np.cumsum(self.prefill + self.decode)
-        before = np.repeat(grown[self.starts] - (self.prefill + self.decode)[self.starts], np.diff(
-            np.append(self.starts, len(grown))))
-        context = np.minimum(parking.max_context, grown - before + np.repeat(self.prompt, calls.astype(np.int64)))
-        restore = context * parking.restore_s_per_token
+        # Context when each call returns (what a restore before the next call moves or recomputes): the
+        # prompt plus every token of the execution's calls so far.
+        counts = calls.astype(np.int64)
+        grown = np.concatenate(([0.0], np.cumsum(self.prefill + self.decode)))  # over all calls, before each
+        context = np.repeat(self.prompt - grown[self.starts], counts) + grown[1:]
+        restore = np.minimum(parking.max_context, context) * parking.restore_s_per_token
         parked = parking.rule(mean_gap_s).park_gaps(self.tool_s, self.starts, restore)
         last = np.zeros(len(self.tool_s), dtype=bool)
         last[np.append(self.starts[1:], len(self.tool_s)) - 1] = True  # the execution ends: no call to restore for
