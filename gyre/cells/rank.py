@@ -33,7 +33,7 @@ from gyre.algo.losses import LossConfig
 from gyre.cells.config import CellConfig
 from gyre.cells.remote import ServesEngine
 from gyre.protocol import PackedBatch
-from gyre.replica.sharding import Replica, ShardLayout, model_param_specs
+from gyre.replica.sharding import Replica, ShardLayout, model_param_specs, needs_master_weights
 from gyre.replica import weight_sync
 from gyre.replica.buckets import bucket_bytes_from_mb
 from gyre.replica.step import StepConfig
@@ -46,7 +46,8 @@ class CellRank(ServesEngine):
         torch.set_num_threads(cfg.torch_threads)
         self.cfg, self.rank = cfg, rank
         self.loss_cfg, self.step_cfg = LossConfig(**cfg.loss), StepConfig(**cfg.step)
-        self.mesh = self._join_cell(store, backend) if cfg.ranks > 1 else None
+        # A mesh to shard over: the cell's ranks, or this one rank when training keeps float32 master weights.
+        self.mesh = self._join_cell(store, backend) if cfg.ranks > 1 or needs_master_weights(cfg.dtype) else None
         self.layout = ShardLayout(model_param_specs(cfg.model_path, cfg.dtype), cfg.ranks)
         self.buckets = self.layout.bucket_plan(bucket_bytes_from_mb(cfg.bucket_mb))
         self.engine = None
@@ -75,7 +76,7 @@ class CellRank(ServesEngine):
 
     def _build_replica(self) -> Replica:
         return Replica.build(self.cfg.model_path, dtype=self.cfg.dtype, device=self.cfg.device, mesh=self.mesh,
-                             reference_path=self.cfg.reference_path)
+                             reference_path=self.cfg.reference_path, reshard_after_forward=self.cfg.reshard_after_forward)
 
     @register(Dispatch.ONE_TO_ALL)
     def ping(self) -> str:
@@ -151,7 +152,8 @@ class CellRank(ServesEngine):
     async def send_weights(self, transfer: Transfer) -> None:
         """Root side of a weight transfer: this rank's shard in buckets, each a copy (training may go on)."""
         assert self.replica is not None
-        await asyncio.to_thread(weight_sync.send, self._group(transfer), self.replica, self.layout, self.buckets)
+        await asyncio.to_thread(weight_sync.send, self._group(transfer), self.replica, self.layout, self.rank,
+                                self.buckets)
 
     @register(Dispatch.ONE_TO_ALL)
     async def receive_weights(self, transfer: Transfer, version: int) -> None:
@@ -186,7 +188,8 @@ class CellRank(ServesEngine):
     async def collect_grads(self, transfer: Transfer) -> None:
         """Core: the other cells' gradient sum into the inbox. It sends zeros itself, so its own gradients,
         possibly still accumulating, are never read concurrently."""
-        zeros = torch.zeros(self.layout.numel(self.rank), dtype=self.layout.dtype, device=self.cfg.device)
+        assert self.replica is not None
+        zeros = torch.zeros(self.layout.numel(self.rank), dtype=self.replica.grad_dtype, device=self.cfg.device)
         total = await asyncio.to_thread(self._reduce, transfer, zeros)
         self.grad_inbox = total if self.grad_inbox is None else self.grad_inbox + total
 
@@ -213,8 +216,10 @@ class CellRank(ServesEngine):
             from gyre.replica.checkpoint import save_checkpoint
 
             state = {"optimizer": optimizer_state, "version": version}
+            if needs_master_weights(self.cfg.dtype):  # the HF folder holds the model's dtype; resuming, these
+                state["master_weights"] = model_state
             await asyncio.to_thread(save_checkpoint, Path(folder), self.replica.model, load_tokenizer(self.cfg.model_path),
-                                    state, state_dict=model_state)
+                                    state, state_dict=model_state, dtype=self.cfg.dtype)
 
     @register(Dispatch.ONE_TO_ALL, Collect.FIRST)
     async def load_checkpoint(self, folder: str) -> int:
@@ -223,7 +228,7 @@ class CellRank(ServesEngine):
 
         assert self.replica is not None and self.replica.optimizer is not None
         state = load_trainer_state(Path(folder))
-        model_state = await asyncio.to_thread(read_weights, Path(folder), self.cfg.dtype)
+        model_state = state.get("master_weights") or await asyncio.to_thread(read_weights, Path(folder), self.cfg.dtype)
         await asyncio.to_thread(self.replica.load_full_state, model_state, state["optimizer"])
         version = int(state["version"])
         await self._load_engine(self.replica.iter_full_params(self.layout.dtype), version)

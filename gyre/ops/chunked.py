@@ -35,7 +35,7 @@ import torch
 
 from gyre.ops.forward import gather_logprobs, use_tree_attention
 from gyre.ops.path_kv import PathKV
-from gyre.ops.tree_attention import DEFAULT_BLOCK_SIZE, make_plan
+from gyre.ops.tree_attention import DEFAULT_BLOCK_SIZE, LayerKVCapture, make_plan
 
 # (edge indices or None for all, their log-probs, their entropies or None) -> (loss summed over them, statistics)
 EdgeLoss = Callable[[torch.Tensor | None, torch.Tensor, torch.Tensor | None], tuple[torch.Tensor, dict[str, float]]]
@@ -92,7 +92,7 @@ class _ChunkRunner:
         layout = torch.as_tensor(local_subtree_end(combined, self.subtree_end), device=self.device)
         plan = make_plan(layout, self.backend, self.block_size, query_start=past_end)
         plan.past = self.path.leaves(past_end)
-        plan.captured = {}
+        plan.captured = LayerKVCapture()
         index = torch.as_tensor(rows, device=self.device)
         keep = torch.as_tensor(np.searchsorted(rows, logit_rows), dtype=torch.long, device=self.device)
         output = self.model(
@@ -102,7 +102,7 @@ class _ChunkRunner:
             logits_to_keep=keep,
             use_cache=False,
         )
-        own = [plan.captured[layer] for layer in sorted(plan.captured)]
+        own = [plan.captured.layers[layer] for layer in sorted(plan.captured.layers)]
         return output.logits[0], own, plan.past
 
     def logprobs(self, logits: torch.Tensor, edges: np.ndarray):

@@ -42,6 +42,15 @@ def dense_tree_mask(subtree_end: torch.Tensor) -> torch.Tensor:
     return (k <= q) & (q < subtree_end[None, :])
 
 
+class LayerKVCapture:
+    """Where each layer of a forward leaves its own keys and values, by layer index. A plain object, not a
+    dict: FSDP2 rebuilds the dicts and dataclasses it finds in a unit's inputs (to hook the tensors among
+    them), so a dict here would be a different one in every decoder layer sharded on its own."""
+
+    def __init__(self) -> None:
+        self.layers: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
+
+
 @dataclass
 class QueryBlock:
     """Rows ``[start, end)``, a chain (each row the child of the one before), and ``prefix``: the ancestors
@@ -65,7 +74,8 @@ class TreeAttentionPlan:
 
     Rows ``[query_start, len(subtree_end))`` are the model's input; rows before ``query_start`` are cached
     ancestors whose keys/values ``past[layer]`` supplies (``[B, kv_heads, query_start, head_dim]``). When
-    ``captured`` is a dict, each layer stores its own ``(key, value)`` there (graph tensors, not copies)."""
+    ``captured`` is a ``LayerKVCapture``, each layer stores its own ``(key, value)`` there (graph tensors, not
+    copies)."""
 
     subtree_end: torch.Tensor
     backend: str
@@ -74,7 +84,7 @@ class TreeAttentionPlan:
     dense_mask: torch.Tensor | None = None
     query_start: int = 0
     past: list[tuple[torch.Tensor, torch.Tensor]] | None = None
-    captured: dict[int, tuple[torch.Tensor, torch.Tensor]] | None = None
+    captured: LayerKVCapture | None = None
 
     @property
     def attended_pairs(self) -> int:
@@ -260,7 +270,7 @@ def gyre_tree_attention(
     plan = attention_mask
     scaling = scaling if scaling is not None else query.shape[-1] ** -0.5
     if plan.captured is not None:
-        plan.captured[module.layer_idx] = (key, value)
+        plan.captured.layers[module.layer_idx] = (key, value)
     if plan.past is not None:
         past_key, past_value = plan.past[module.layer_idx]
         key, value = torch.cat([past_key, key], dim=2), torch.cat([past_value, value], dim=2)

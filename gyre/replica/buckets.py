@@ -2,7 +2,8 @@
 
 A weight transfer never materialises a second copy of the whole model: the tensors are grouped, in order,
 into buckets of at most ``bucket_bytes`` (a tensor larger than that travels alone in its own bucket), and
-each bucket is packed into one flat byte buffer, sent, unpacked and freed before the next one is built.
+each bucket is sent, taken in and freed before the next one is built: between cells as the shard layout
+cuts them (``plan_buckets``), into vLLM's workers packed into one flat byte buffer (``packed_buckets``).
 So the extra memory a transfer needs on either side is one bucket, and never more than ``bucket_bytes``
 plus one tensor.
 
@@ -71,22 +72,28 @@ class TensorMeta:
         return cls(str(name), str(dtype), tuple(int(s) for s in shape), int(offset))
 
 
-def layout(named: Sequence[tuple[str, torch.Tensor]]) -> tuple[list[TensorMeta], int]:
-    """Offsets of ``named`` tensors packed one after another (each aligned); the bucket's total bytes."""
-    metas, offset = [], 0
+def packed_buckets(named: Iterable[tuple[str, torch.Tensor]], bucket_bytes: int,
+                   device: str | torch.device = "cpu") -> Iterator[tuple[list[TensorMeta], torch.Tensor]]:
+    """Pack a stream of named tensors into flat ``uint8`` buckets of at most ``bucket_bytes`` (a larger
+    tensor alone), copying each tensor in as it comes and holding no reference to it: the stream's
+    producer may free it at once. Yields each full bucket's layout and bytes."""
+    flat: torch.Tensor | None = None
+    metas: list[TensorMeta] = []
+    used = 0
     for name, tensor in named:
-        metas.append(TensorMeta(name, str(tensor.dtype).removeprefix("torch."), tuple(tensor.shape), offset))
-        offset += _aligned(tensor.numel() * tensor.element_size())
-    return metas, offset
-
-
-def pack(named: Sequence[tuple[str, torch.Tensor]], device: str | torch.device = "cpu") -> tuple[list[TensorMeta], torch.Tensor]:
-    """One flat ``uint8`` buffer holding every tensor's bytes at its ``TensorMeta.offset``."""
-    metas, total = layout(named)
-    flat = torch.empty(total, dtype=torch.uint8, device=device)
-    for meta, (_, tensor) in zip(metas, named):
+        size = _aligned(tensor.numel() * tensor.element_size())
+        if metas and used + size > bucket_bytes:
+            yield metas, flat[:used]  # type: ignore[index]
+            flat, metas, used = None, [], 0
+        if flat is None:
+            flat = torch.empty(max(bucket_bytes, size), dtype=torch.uint8, device=device)
+        meta = TensorMeta(name, str(tensor.dtype).removeprefix("torch."), tuple(tensor.shape), used)
         view(flat, meta).copy_(tensor.detach())
-    return metas, flat
+        metas.append(meta)
+        used += size
+        del tensor
+    if metas:
+        yield metas, flat[:used]  # type: ignore[index]
 
 
 def view(flat: torch.Tensor, meta: TensorMeta) -> torch.Tensor:
@@ -96,22 +103,6 @@ def view(flat: torch.Tensor, meta: TensorMeta) -> torch.Tensor:
 
 def unpack(flat: torch.Tensor, metas: Iterable[TensorMeta]) -> list[tuple[str, torch.Tensor]]:
     return [(meta.name, view(flat, meta)) for meta in metas]
-
-
-def in_buckets(named: Iterable[tuple[str, torch.Tensor]], bucket_bytes: int) -> Iterator[list[tuple[str, torch.Tensor]]]:
-    """Group a stream of named tensors into buckets of at most ``bucket_bytes`` (a larger tensor alone),
-    without reading ahead more than one bucket."""
-    bucket: list[tuple[str, torch.Tensor]] = []
-    used = 0
-    for name, tensor in named:
-        size = _aligned(tensor.numel() * tensor.element_size())
-        if bucket and used + size > bucket_bytes:
-            yield bucket
-            bucket, used = [], 0
-        bucket.append((name, tensor))
-        used += size
-    if bucket:
-        yield bucket
 
 
 def _aligned(size: int) -> int:

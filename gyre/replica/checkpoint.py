@@ -25,10 +25,11 @@ def step_folder(checkpoints: Path, step: int) -> Path:
 
 
 def save_checkpoint(folder: Path, model: Any, tokenizer: Any, trainer_state: dict[str, Any] | None = None,
-                    state_dict: dict[str, Any] | None = None) -> Path:
+                    state_dict: dict[str, Any] | None = None, dtype: str | None = None) -> Path:
     """Write ``model`` + ``tokenizer`` (+ ``trainer_state``) as an HF folder at ``folder`` (atomically: a
     staging folder renamed into place); ``state_dict``, when given, holds the weights to write instead of
-    the model's own (a sharded model's, gathered). ``latest`` is not moved: call `mark_latest` once
+    the model's own (a sharded model's, gathered); ``dtype``: the weights' dtype in the folder (the model's,
+    when training keeps float32 master weights). ``latest`` is not moved: call `mark_latest` once
     everything that belongs in the checkpoint is there."""
     import torch
 
@@ -36,7 +37,16 @@ def save_checkpoint(folder: Path, model: Any, tokenizer: Any, trainer_state: dic
     folder.parent.mkdir(parents=True, exist_ok=True)
     staging = folder.with_name(f".{folder.name}.tmp")
     shutil.rmtree(staging, ignore_errors=True)
-    model.save_pretrained(staging, safe_serialization=True, state_dict=state_dict)
+    trained_dtype = model.config.dtype
+    if dtype is not None:
+        wanted = getattr(torch, dtype)
+        weights = state_dict if state_dict is not None else model.state_dict()
+        state_dict = {name: t.to(wanted) if t.is_floating_point() else t for name, t in weights.items()}
+        model.config.dtype = wanted  # config.json says what the folder holds
+    try:
+        model.save_pretrained(staging, safe_serialization=True, state_dict=state_dict)
+    finally:
+        model.config.dtype = trained_dtype
     tokenizer.save_pretrained(staging)
     if trainer_state is not None:
         torch.save(trainer_state, staging / TRAINER_STATE)

@@ -6,8 +6,9 @@ into the buckets of ``ShardLayout.bucket_plan`` (ranges of parameters of at most
 model's dtype; a larger parameter alone): the sender copies its part of one bucket, broadcasts it and
 drops it before the next. A replica takes each bucket into its parameters in place; a rollout cell gathers
 each bucket's parts onto rank 0, which hands the whole parameters to its engine as a stream (the engine
-reads the next bucket only when it has taken the last). The extra memory of a sync is one bucket on each
-side (plus, on a rollout cell's rank 0, the ranks' parts of it), never a flat copy of the model.
+reads the next bucket only when it has taken the last). The extra memory of a sync is one bucket and one
+parameter on each side (measured in tests/replica/test_weight_sync.py), never a flat copy of the model;
+on a rollout cell of N ranks, rank 0 also holds the other ranks' parts of the bucket while it joins them.
 """
 
 from __future__ import annotations
@@ -23,31 +24,35 @@ from gyre.replica.transfer import broadcast
 Gather = Callable[[torch.Tensor, range], list[torch.Tensor]]
 
 
-def send(group: dist.ProcessGroup, replica: Replica, layout: ShardLayout, plan: list[range]) -> None:
-    """Root: broadcast this rank's part of every bucket, in the model's dtype."""
+def send(group: dist.ProcessGroup, replica: Replica, layout: ShardLayout, rank: int, plan: list[range]) -> None:
+    """Root: broadcast this rank's part of every bucket, in the model's dtype. One buffer serves every bucket
+    (gloo may hold a finished broadcast's tensor a while: a fresh one per bucket could briefly make two)."""
+    buffer = layout.buffer(plan, rank, replica.params[0].device)
     for bucket in plan:
-        broadcast(group, replica.bucket_shard(bucket, layout.dtype), root=0)
+        broadcast(group, replica.bucket_shard_into(bucket, buffer[: layout.bucket_numel(bucket, rank)]), root=0)
 
 
 def receive_into(group: dist.ProcessGroup, replica: Replica, layout: ShardLayout, rank: int, plan: list[range],
                  device: str) -> None:
     """Take every bucket into ``replica``'s parameters in place (its optimizer keeps pointing at them)."""
+    buffer = layout.buffer(plan, rank, device)
     for bucket in plan:
-        flat = torch.empty(layout.bucket_numel(bucket, rank), dtype=layout.dtype, device=device)
-        replica.load_bucket_shard(bucket, broadcast(group, flat, root=0))
+        replica.load_bucket_shard(bucket, broadcast(group, buffer[: layout.bucket_numel(bucket, rank)], root=0))
 
 
 def receive_whole(group: dist.ProcessGroup, layout: ShardLayout, rank: int, plan: list[range], device: str,
                   gather: Gather) -> Iterator[tuple[str, torch.Tensor]]:
     """The whole parameters, bucket by bucket, as they arrive: on rank 0 of the cell each bucket's parts are
-    gathered (``gather``: the parts by rank on rank 0, nothing elsewhere) and assembled; the other ranks
-    yield nothing but must still run the stream to its end (they take part in every gather)."""
+    gathered (``gather``: the parts by rank on rank 0, nothing elsewhere) and joined one parameter at a time;
+    the other ranks yield nothing but must still run the stream to its end (they take part in every
+    gather). Each yielded tensor is the consumer's own (the receive buffer is reused for the next bucket)."""
+    buffer = layout.buffer(plan, rank, device)
     for bucket in plan:
-        flat = torch.empty(layout.bucket_numel(bucket, rank), dtype=layout.dtype, device=device)
-        parts = gather(broadcast(group, flat, root=0), bucket)
-        if parts:
-            yield from layout.assemble_bucket(parts, bucket)
-        del flat, parts
+        parts = gather(broadcast(group, buffer[: layout.bucket_numel(bucket, rank)], root=0), bucket)
+        for name, tensor in layout.iter_assembled(parts, bucket):
+            shares = tensor.untyped_storage().data_ptr() == buffer.untyped_storage().data_ptr()
+            yield name, tensor.clone() if shares else tensor
+        del parts
 
 
 def gather_on_rank0(layout: ShardLayout, rank: int) -> Gather:

@@ -22,7 +22,7 @@ from typing import Any
 
 import torch
 
-from gyre.replica.buckets import in_buckets, pack
+from gyre.replica.buckets import TensorMeta, packed_buckets
 from gyre.replica.transfer import broadcast, host_store, make_group, shutdown_group
 
 
@@ -51,21 +51,22 @@ class WorkerWeightGroup:
 
     async def send(self, weights: Iterable[tuple[str, torch.Tensor]]) -> int:
         """Stream ``weights`` to every worker, bucket by bucket; returns how many tensors went. ``weights``
-        may be lazy (e.g. received from another cell as this runs): it is read off the event loop."""
+        may be lazy (e.g. received from another cell as this runs): it is read, and each tensor copied into
+        the bucket being filled, off the event loop; no reference to a tensor is kept after its copy."""
         if self._group is None:
             await self._open()
         device = "cuda" if self.backend == "nccl" else "cpu"
-        buckets: Iterator[list[tuple[str, torch.Tensor]]] = in_buckets(iter(weights), self.bucket_bytes)
+        buckets: Iterator[tuple[list[TensorMeta], torch.Tensor]] = packed_buckets(weights, self.bucket_bytes, device)
         sent = 0
         await self.llm.collective_rpc("gyre_begin_weight_load")
         while (bucket := await asyncio.to_thread(next, buckets, None)) is not None:
-            metas, flat = await asyncio.to_thread(pack, bucket, device)
+            metas, flat = bucket
             self.largest_bucket_bytes = max(self.largest_bucket_bytes, flat.numel())
             received = asyncio.ensure_future(self.llm.collective_rpc(
                 "gyre_receive_bucket", args=([m.as_list() for m in metas], flat.numel())))
             sending = asyncio.ensure_future(asyncio.to_thread(broadcast, self._group, flat, 0))
             await _both(received, sending)
-            del flat
+            del flat, bucket
             sent += len(metas)
             self.buckets_sent += 1
         await self.llm.collective_rpc("gyre_finish_weight_load")

@@ -45,6 +45,7 @@ class ClusterConfig:
     gpus_per_cell: float = 0.0
     ranks_per_cell: int = 1  # processes per cell; > 1 shards each training replica over them (FSDP2)
     weight_sync_bucket_mb: float = 256.0  # weights move between cells in buckets of at most this many MiB
+    fsdp_reshard_after_forward: bool = False  # sharded replicas train layer by layer (a layer's weights at a time)
     cell: dict[str, Any] = field(default_factory=dict)  # CellConfig fields shared by every cell
 
 
@@ -64,7 +65,8 @@ class Cluster:
         self.core_id = self.ids[0]
         self.cells = {
             cell_id: Cell(CellConfig(cell_id=cell_id, is_core=cell_id == self.core_id, ranks=cfg.ranks_per_cell,
-                                     bucket_mb=cfg.weight_sync_bucket_mb, **cfg.cell),
+                                     bucket_mb=cfg.weight_sync_bucket_mb,
+                                     reshard_after_forward=cfg.fsdp_reshard_after_forward, **cfg.cell),
                           (cfg.host, self.port), cpus=cfg.cpus_per_cell, gpus=cfg.gpus_per_cell, backend=cfg.backend)
             for cell_id in self.ids
         }

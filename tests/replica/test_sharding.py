@@ -1,6 +1,7 @@
-"""A training replica sharded over two ranks with FSDP2 (gloo, two real processes) trains exactly as one
-unsharded replica: the same loss, gradients and updated weights, whatever each rank's share of the
-micro-batches (one rank gets the long tree trained in chunks, a round where a rank has nothing to train)."""
+"""A training replica sharded over two ranks with FSDP2 (gloo, two real processes; a unit per decoder layer)
+trains exactly as one unsharded replica: the same loss, gradients and updated weights, whatever each rank's
+share of the micro-batches (one rank gets the long tree trained in chunks, a round where a rank has nothing
+to train), with the whole model gathered per round or layer by layer (``reshard_after_forward``)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ sys.path.insert(0, str(Path(__file__).parents[1] / "trainer"))
 from test_cluster import LR, step_batches  # noqa: E402
 
 from gyre.algo.losses import LossConfig  # noqa: E402
-from gyre.replica.sharding import Replica, full, local  # noqa: E402
+from gyre.replica.sharding import Replica, _units, decoder_layers, full, local  # noqa: E402
 from gyre.replica.step import StepConfig  # noqa: E402
 
 STEP = StepConfig(attention_backend="block")
@@ -28,7 +29,7 @@ def drift_from_the_reference(replica: Replica) -> None:
             local(param).mul_(1.05)
 
 
-def one_rank_of_two(rank: int, port: int, batches, kl_coef: float, results) -> None:
+def one_rank_of_two(rank: int, port: int, batches, kl_coef: float, reshard: bool, results) -> None:
     import torch.distributed as dist
     from torch.distributed.device_mesh import init_device_mesh
 
@@ -36,7 +37,9 @@ def one_rank_of_two(rank: int, port: int, batches, kl_coef: float, results) -> N
     store = dist.TCPStore("127.0.0.1", port, 2, rank == 0)
     dist.init_process_group("gloo", store=store, rank=rank, world_size=2)
     replica = Replica.build("tiny", dtype="float32", device="cpu", mesh=init_device_mesh("cpu", (2,)),
-                            reference_path="tiny" if kl_coef else None)
+                            reference_path="tiny" if kl_coef else None, reshard_after_forward=reshard)
+    units = _units(replica.model)
+    assert len(units) == len(decoder_layers(replica.model)) + 1  # one per layer, and the root
     drift_from_the_reference(replica)
     replica.make_optimizer(LR, 0.0, (0.9, 0.999))
     mine = batches[rank::2]
@@ -51,7 +54,7 @@ def one_rank_of_two(rank: int, port: int, batches, kl_coef: float, results) -> N
     norm = replica.step(max_grad_norm=1.0)
     weights = dict(replica.full_params())
     if rank == 0:
-        results.put({"loss": float(loss), "norm": norm, "grads": {k: v.numpy() for k, v in grads.items()},
+        results.put({"loss": float(loss), "norm": norm, "rounds": dict(replica.rounds), "grads": {k: v.numpy() for k, v in grads.items()},
                      "weights": {k: v.numpy() for k, v in weights.items()}})
     dist.barrier()
     dist.destroy_process_group()
@@ -69,8 +72,9 @@ def unsharded(batches, kl_coef: float) -> dict:
     return {"loss": sum(s["loss"] for s in stats), "norm": norm, "grads": grads, "weights": dict(replica.full_params())}
 
 
-@pytest.mark.parametrize("kl_coef", [0.0, 0.1], ids=["policy-loss", "with-kl-to-a-sharded-reference"])
-def test_a_two_rank_sharded_step_equals_the_unsharded_step(tiny_model_path, kl_coef):
+@pytest.mark.parametrize(("kl_coef", "reshard"), [(0.0, False), (0.1, False), (0.1, True)],
+                         ids=["policy-loss", "with-kl-to-a-sharded-reference", "layer-by-layer-with-kl"])
+def test_a_two_rank_sharded_step_equals_the_unsharded_step(tiny_model_path, kl_coef, reshard):
     from gyre.replica.transfer import free_port
 
     batches = step_batches()
@@ -79,13 +83,17 @@ def test_a_two_rank_sharded_step_equals_the_unsharded_step(tiny_model_path, kl_c
     context = multiprocessing.get_context("spawn")
     results = context.Queue()
     port = free_port()
-    ranks = [context.Process(target=one_rank_of_two, args=(r, port, batches, kl_coef, results)) for r in range(2)]
+    ranks = [context.Process(target=one_rank_of_two, args=(r, port, batches, kl_coef, reshard, results)) for r in range(2)]
     for process in ranks:
         process.start()
     got = results.get(timeout=300)
     for process in ranks:
         process.join(60)
         assert process.exitcode == 0
+    if reshard:  # the round with the chunked tree is gathered; the others (the last: fillers only) are not
+        assert got["rounds"]["gathered"] == 1 and got["rounds"]["layer_by_layer"] >= 2, got["rounds"]
+    else:
+        assert got["rounds"] == {"gathered": (len(batches) + 1) // 2 + 1, "layer_by_layer": 0}
     assert got["loss"] == pytest.approx(expected["loss"], rel=1e-5)
     assert got["norm"] == pytest.approx(expected["norm"], rel=1e-5)
     for name, grad in expected["grads"].items():

@@ -41,7 +41,8 @@ def step_batches():
 
 @pytest.fixture(scope="module", params=[1, 2], ids=["1-rank-cells", "2-rank-cells"])
 def cluster(ray_session, request):
-    cfg = ClusterConfig(cells=2, cpus_per_cell=0.5, ranks_per_cell=request.param,
+    # 50 KiB buckets: the tiny model's weights move in dozens of them (its embedding, 512 KiB, alone)
+    cfg = ClusterConfig(cells=2, cpus_per_cell=0.5, ranks_per_cell=request.param, weight_sync_bucket_mb=0.05,
                         cell={"lr": LR, "loss": {}, "step": {"attention_backend": "block"}})
 
     async def build():
