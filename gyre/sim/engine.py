@@ -217,6 +217,8 @@ class Simulator:
             return  # superseded: the cell changed since this finish time was computed
         for ident in self.pool.pop_due(cell, self.now, self._tol()):
             self._finish(ident)
+        for touched in self.pool.rebalance(self.now) - {cell}:  # parked sessions' next calls level the cells
+            self._reschedule_cell(touched)
         self._reschedule_cell(cell)
 
     def _finish(self, ident: int) -> None:

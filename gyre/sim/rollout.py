@@ -17,7 +17,8 @@ serves ``capacity = slots / slot_share`` sessions (``gyre.sim.rates``) before it
 moment ``phi(n)`` of its ``n`` sessions hold a slot (``active``). A cell that leaves rollout parks all its
 sessions: the ``phi`` share in a slot (mid-call) moves its KV to their new cells as a migration; the parked
 ones move nothing (their restore on whatever cell their next call lands is in their fixed time already).
-Without parking ``phi`` is 1: every session holds its slot, and every one migrates.
+Without parking ``phi`` is 1: every session holds its slot, and every one migrates. With parking the
+serving cells are kept level (``rebalance``): a parked session's next call may go to any rollout cell.
 """
 
 from __future__ import annotations
@@ -205,7 +206,7 @@ class RolloutPool:
             self.residents[cell].extend(group)
             self.n[cell] += len(group)
             self.table.cell[group] = cell
-        return set(groups)
+        return set(groups) | self.rebalance(now)
 
     def evict(self, cell: int, now: float) -> list[int]:
         """Take every session off ``cell`` (it stops serving) and charge each its KV migration."""
@@ -261,6 +262,40 @@ class RolloutPool:
             touched.add(cell)
         if moving:
             touched |= self.place(moving, now)
+        return touched | self.rebalance(now)
+
+    def rebalance(self, now: float) -> set[int]:
+        """With parking, even out the serving cells' sessions (returns the cells it changed). A parked
+        session's next call goes to the least-loaded rollout cell, whose restore is in its fixed time
+        already, so the router keeps cells level at no cost; here that happens whenever sessions arrive,
+        leave or a cell starts serving. Without parking a session stays on its cell (its KV is there)."""
+        serving = np.flatnonzero(self.serving)
+        if not self.rates.parking or len(serving) < 2:
+            return set()
+        n = self.n[serving]
+        if n.max() - n.min() < 2:
+            return set()
+        base, extra = divmod(int(n.sum()), len(serving))
+        target = np.full(len(serving), base, dtype=np.int64)
+        target[np.argsort(-n, kind="stable")[:extra]] += 1  # the fullest keep the remainder: fewest moves
+        moving: list[int] = []
+        touched: set[int] = set()
+        for i in np.flatnonzero(n > target):
+            cell, keep = int(serving[i]), int(target[i])
+            self.advance(cell, now)  # at the old load, before it changes
+            moving.extend(self.residents[cell][keep:])
+            self.residents[cell] = self.residents[cell][:keep]
+            self.n[cell] = keep
+            touched.add(cell)
+        self.moved_while_parked += len(moving)
+        for i in np.flatnonzero(n < target):
+            cell, need = int(serving[i]), int(target[i] - n[i])
+            self.advance(cell, now)
+            group, moving = moving[:need], moving[need:]
+            self.residents[cell].extend(group)
+            self.n[cell] += len(group)
+            self.table.cell[group] = cell
+            touched.add(cell)
         return touched
 
     # Observation ---------------------------------------------------------------------------------------

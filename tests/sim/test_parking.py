@@ -183,3 +183,21 @@ def test_the_shipped_recorded_gaps_load():
     world = World(root)
     assert world.means["tool_s"] == pytest.approx(root.sim.workload.calls_mean * 4.0, rel=0.2)
     assert world.rates.capacity > world.rates.slots
+
+
+def test_parked_sessions_level_the_serving_cells_at_no_cost():
+    """A parked session's next call goes to the least-loaded rollout cell: a cell that starts serving takes
+    its share of the others' sessions, moving no KV. Without parking sessions stay where their KV is: only
+    what a cell holds beyond its capacity (8 here) moves, as a migration."""
+    for parking, after, migrated, moved_parked in ((False, [8, 4], 4, 0), (True, [6, 6], 0, 6)):
+        _, table, pool = closed_form_pool(parking)
+        pool.place(range(12), 0.0)
+        assert pool.n.tolist() == [12, 0]
+        pool.advance(0, 5.0)
+        done = table.fraction_done(np.arange(12))
+        pool.serving[1] = True
+        assert pool.rehome(5.0) == {0, 1}
+        assert pool.n.tolist() == after
+        assert pool.migrations == migrated and pool.moved_while_parked == moved_parked
+        assert table.fraction_done(np.arange(12)) == pytest.approx(done)  # progress kept
+        assert sorted(pool.residents[0] + pool.residents[1]) == list(range(12))
