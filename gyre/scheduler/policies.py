@@ -194,7 +194,7 @@ class AsyncPolicy(Policy):
 @dataclass
 class RolloutPool:
     """Rollout capacity as one decision sees it (executions): serving now, and once the cells switching back
-    to rollout have landed; in full-capacity and in full-speed (``CellView.fast``) units."""
+    to rollout have landed; in full-capacity and in full-speed (``SchedulerState.hosted_fast``) units."""
 
     serving: int = 0
     serving_fast: int = 0
@@ -240,7 +240,7 @@ class ElasticPolicy(Policy):
       spare joins at once, while the cells left serving still hold ``w`` at full capacity. When the
       observer measures the step's remaining work and the join time (``train_left_s``, ``join_s``), a
       satellite joins only if it will compute at least as long as its switch and weight pull took; where
-      cells serve fewer sessions at full speed (``CellView.fast``) than at full capacity, satellites
+      cells serve fewer sessions at full speed (``SchedulerState.hosted_fast``) than at full capacity, satellites
       that rollout can spare at full speed join as well, while the step's compute outlasts a join
       (``_step_joiners``). Once the step's compute is done (its tail), satellites act as in the wait.
     - Wait phase (no batch ready, no step): training cells have nothing to do. While the serving cells
@@ -373,7 +373,7 @@ class ElasticPolicy(Policy):
     def _step_joiners(self, state: SchedulerState, pool: RolloutPool, work: int, in_place: bool = False) -> list[CellView]:
         """Satellites that join the step: those whose sessions the other rollout cells can take at full
         capacity, as many as each compute at least its join time (``_useful_joiners``), or, if more, those
-        whose sessions the other cells can take at full speed (``CellView.fast``), as long as the step's
+        whose sessions the other cells can take at full speed (``SchedulerState.hosted_fast``), as long as the step's
         compute outlasts a join. Packing sessions to full capacity buys training cells at the cost of
         slower executions, worth it only for a cell that trains long enough; a cell that rollout does not
         need at all costs nothing and shortens the step (a small batch on a large cluster)."""

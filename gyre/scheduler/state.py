@@ -32,14 +32,10 @@ class CellView:
     id: str
     role: Role
     is_core: bool = False
-    capacity: int = 1  # concurrent executions this cell can serve while it rolls out
+    capacity: int = 1  # sessions its engines hold at once (slots); with parking it serves more (hosted_capacity)
     switching_to: Role | None = None
     fast_capacity: int | None = None  # executions it serves at close to its single-session speed (None: capacity)
     active: int | None = None  # sessions holding one of its engine slots now (not parked); None: not observed
-
-    @property
-    def fast(self) -> int:
-        return self.capacity if self.fast_capacity is None else min(self.capacity, self.fast_capacity)
 
     @property
     def free(self) -> bool:
