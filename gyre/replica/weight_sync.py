@@ -49,6 +49,8 @@ def receive_whole(group: dist.ProcessGroup, layout: ShardLayout, rank: int, plan
     buffer = layout.buffer(plan, rank, device)
     for bucket in plan:
         parts = gather(broadcast(group, buffer[: layout.bucket_numel(bucket, rank)], root=0), bucket)
+        if not parts:  # not rank 0: its part went to rank 0
+            continue
         for name, tensor in layout.iter_assembled(parts, bucket):
             shares = tensor.untyped_storage().data_ptr() == buffer.untyped_storage().data_ptr()
             yield name, tensor.clone() if shares else tensor
