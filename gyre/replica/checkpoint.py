@@ -11,6 +11,7 @@ crash mid-save leaves the previous checkpoint intact and ``latest`` always names
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from pathlib import Path
@@ -37,16 +38,15 @@ def save_checkpoint(folder: Path, model: Any, tokenizer: Any, trainer_state: dic
     folder.parent.mkdir(parents=True, exist_ok=True)
     staging = folder.with_name(f".{folder.name}.tmp")
     shutil.rmtree(staging, ignore_errors=True)
-    trained_dtype = model.config.dtype
     if dtype is not None:
         wanted = getattr(torch, dtype)
         weights = state_dict if state_dict is not None else model.state_dict()
         state_dict = {name: t.to(wanted) if t.is_floating_point() else t for name, t in weights.items()}
-        model.config.dtype = wanted  # config.json says what the folder holds
-    try:
-        model.save_pretrained(staging, safe_serialization=True, state_dict=state_dict)
-    finally:
-        model.config.dtype = trained_dtype
+    model.save_pretrained(staging, safe_serialization=True, state_dict=state_dict)
+    if dtype is not None:  # save_pretrained writes the live model's dtype (its float32 master weights)
+        config = json.loads((staging / "config.json").read_text())
+        config.update({key: dtype for key in ("dtype", "torch_dtype") if key in config} or {"dtype": dtype})
+        (staging / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
     tokenizer.save_pretrained(staging)
     if trainer_state is not None:
         torch.save(trainer_state, staging / TRAINER_STATE)
