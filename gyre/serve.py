@@ -1,7 +1,7 @@
 """Serve a checkpoint through the proxy, without training: ``python -m gyre.serve model.path=... proxy.port=...``.
 
-Starts ``serve.cells`` engines (the ``rollout`` group: ``rollout=hf``, the default, or ``rollout=vllm`` on a
-GPU), the proxy over them, opens ``serve.executions`` executions and prints the base URLs and keys, then
+Starts ``serve.cells`` engines (the ``rollout`` group: ``rollout=hf``, the default, or ``rollout=vllm``: on a
+GPU, or on a CPU through vLLM's CPU build), the proxy over them, opens ``serve.executions`` executions and prints the base URLs and keys, then
 serves until interrupted (or ``serve.duration_s``). This is how a user points any harness (Claude Code,
 Codex, mini-swe-agent, plain SDKs) at a checkpoint to try or evaluate it; every call is recorded under
 ``run_dir`` (default ``runs/serve/<date>``) like in training.

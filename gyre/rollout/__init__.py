@@ -2,7 +2,7 @@
 
 ``make_engine_from_config(cfg.rollout, model_path=..., engine_id=...)`` builds the engine a ``rollout``
 config section describes: ``kind: hf`` the embedded continuous-batching engine (CPU default, GPU too),
-``kind: vllm`` the vLLM adapter (GPU; vLLM is imported only then).
+``kind: vllm`` the vLLM adapter (GPU, or CPU through vLLM's CPU build; vLLM is imported only then).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The token-in, token-out protocol every rollout engine implements (``hf`` embedded, ``vllm`` on GPU).
+"""The token-in, token-out protocol every rollout engine implements (``hf`` embedded, ``vllm``).
 
 The proxy only ever sends token IDs and gets token IDs back with the sampled tokens' log-probs.
 """

@@ -105,7 +105,8 @@ class HFEngine:
 
     Weights: ``load_weights`` runs between steps and keeps sessions; caches made with older weights are
     recomputed on their next use (running calls recompute their prefix at the next step) unless
-    ``reuse_stale_kv``. ``Generation.weight_version`` is the version that sampled the last token; if the
+    ``reuse_stale_kv``. A load is checked whole before any of it is copied, so the engine holds the whole
+    update while loading (a sync's stream of buckets included; vLLM's adapter holds one bucket). ``Generation.weight_version`` is the version that sampled the last token; if the
     weights changed during the call, ``timings["weight_version_first"]`` holds the version of the first. ``sleep()`` ends running and waiting calls with ``abort`` (their tokens so far
     are returned), drops every cache and frees the weights; calls made while asleep raise
     ``EngineAsleepError`` at once rather than wait, so a router can send them elsewhere. ``wake()``
