@@ -80,6 +80,7 @@ class ParkingCfg:
     enabled: bool = MISSING
     restore: str = MISSING
     host_gb_s: float = MISSING
+    host_kv_gb_per_gpu: float | None = MISSING
     recompute_tokens_s: float | None = MISSING
     window: int = MISSING
     prior_s: float | None = MISSING
@@ -200,6 +201,8 @@ def check(root: RootCfg) -> None:
     park = sim.parking
     _require(park.restore in RESTORES, "sim.parking.restore", f"must be one of {list(RESTORES)}, got {park.restore!r}")
     _require(park.host_gb_s > 0, "sim.parking.host_gb_s", f"must be > 0, got {park.host_gb_s}")
+    _require(park.host_kv_gb_per_gpu is None or park.host_kv_gb_per_gpu >= 0, "sim.parking.host_kv_gb_per_gpu",
+             f"must be >= 0 or null, got {park.host_kv_gb_per_gpu}")
     _require(park.recompute_tokens_s is None or park.recompute_tokens_s > 0, "sim.parking.recompute_tokens_s",
              f"must be > 0 or null, got {park.recompute_tokens_s}")
     _require(park.window >= 1, "sim.parking.window", f"must be >= 1, got {park.window}")

@@ -15,7 +15,8 @@ Parking (``sim.parking``). A parked session holds no slot while in a tool, so th
 sessions *in a slot* (``slots``), not those a cell serves. A session spends ``phi(n)`` of its time in a slot
 (decode, prefill, restores, the gaps it is not parked in) out of its whole time (plus the parked gaps), at
 the speed of a cell serving ``n``; the cell serves up to ``capacity`` = the most ``n`` with ``n phi(n) <=
-slots`` (``slots`` without parking, where ``phi`` is 1). Speed still follows the sessions decoding, which
+slots`` (``slots`` without parking, where ``phi`` is 1), and, when parked KV goes to host memory, at most its
+slots plus the sessions whose KV that holds (``sim.parking.host_kv_gb_per_gpu``). Speed still follows the sessions decoding, which
 parking does not change at a given ``n``: the table just extends to ``capacity``. Restores are fixed time.
 
 Training. A step costs ``tokens x flops_per_param_token x active params x tree_token_ratio(max_paths)``
@@ -73,8 +74,13 @@ class RolloutRates:
         most = math.ceil(self.slots / float(self.slot_phi(self._solve(np.array([1.0 / self.engines]))[0]))) + 1
         n = np.arange(max(self.slots, most) + 1, dtype=float)
         speed = self._solve(np.maximum(n, 1) / self.engines)
-        in_slots = n * self.slot_phi(speed) <= self.slots * (1 + 1e-12)
-        self.capacity = max(self.slots, int(np.flatnonzero(in_slots).max()))  # sessions a cell serves
+        fits = n * self.slot_phi(speed) <= self.slots * (1 + 1e-12)
+        self.capacity = max(self.slots, int(np.flatnonzero(fits).max()))  # sessions a cell serves
+        host = sim.parking.host_kv_gb_per_gpu
+        if sim.parking.enabled and sim.parking.restore == "transfer" and host is not None and self.kv_bytes > 0:
+            # parked KV waits in the cell's host memory: beyond its slots a cell serves what that holds
+            held = int(host * 1e9 * sim.gpus_per_cell / (self.context * self.kv_bytes))
+            self.capacity = min(self.capacity, self.slots + held)
         self.speed = speed[: self.capacity + 1]  # tokens/s per decoding session
         self.slot_share = self.slots / self.capacity  # what the scheduler sees: slots over sessions served
         self.phi = self.slot_phi(self.speed)  # share of its time a session holds a slot, per sessions served

@@ -201,3 +201,16 @@ def test_parked_sessions_level_the_serving_cells_at_no_cost():
         assert pool.migrations == migrated and pool.moved_while_parked == moved_parked
         assert table.fraction_done(np.arange(12)) == pytest.approx(done)  # progress kept
         assert sorted(pool.residents[0] + pool.residents[1]) == list(range(12))
+
+
+def test_parked_kv_must_fit_the_host_memory():
+    """With transfer restores the parked sessions' KV waits in host memory: beyond its slots a cell serves
+    only the sessions whose KV that holds (recompute restores drop it: no bound)."""
+    unbounded = World(load_config("deepswe_122b", [*PARK, "sim.parking.host_kv_gb_per_gpu=null"])).rates
+    small = World(load_config("deepswe_122b", [*PARK, "sim.parking.host_kv_gb_per_gpu=1"])).rates
+    per_session = small.context * small.kv_bytes  # bytes of a session's KV
+    assert small.capacity == small.slots + int(8 * 1e9 / per_session) < unbounded.capacity  # 8 GPUs x 1 GB
+    recompute = World(load_config("deepswe_122b", [*PARK, "sim.parking.host_kv_gb_per_gpu=1",
+                                                   "sim.parking.restore=recompute"])).rates
+    assert recompute.capacity > small.capacity  # (recomputes take longer than transfers: 93 here, not 94)
+    assert World(load_config("deepswe_122b", PARK)).rates.capacity == unbounded.capacity  # 128 GB/GPU: no bound here
