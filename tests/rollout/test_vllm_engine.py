@@ -70,6 +70,12 @@ def teacher_forced(hf_model, ids: list[int], response: list[int], temperature: f
     return scaled[rows, torch.tensor(response)]
 
 
+async def until_generating(engine, generated_before: float) -> None:
+    """Until a call in flight has made tokens (the engine's counters run over the whole module)."""
+    while engine.stats()["running"] < 1 or engine.stats()["generated_tokens"] <= generated_before:
+        await asyncio.sleep(0.001)
+
+
 def perturbed(hf_model, seed: int, scale: float = 0.2) -> list[tuple[str, torch.Tensor]]:
     generator = torch.Generator().manual_seed(seed)
     return [(n, p.detach().float() + scale * torch.randn(p.shape, generator=generator))
@@ -133,11 +139,11 @@ def test_seeded_calls_with_long_prompts_together_are_reproducible(loop, engine):
 
 def test_abort_returns_partial_tokens(loop, engine):
     async def main():
+        before = engine.stats()["generated_tokens"]
         task = asyncio.ensure_future(
             engine.generate("ab", prompt(10, seed=2), SamplingParams(temperature=1.0, max_new_tokens=1500, seed=1))
         )
-        while engine.stats()["running"] < 1 or engine.stats()["generated_tokens"] < 1:
-            await asyncio.sleep(0.001)
+        await until_generating(engine, before)
         await asyncio.sleep(0.05)
         assert await engine.abort("ab")
         return await task
@@ -176,10 +182,10 @@ def test_sleep_level_1_keeps_weights_and_refuses_calls(loop, engine):
     async def main():
         ids = prompt(15, seed=6)
         before = await engine.generate("s1", ids, GREEDY)
+        generated = engine.stats()["generated_tokens"]
         running = asyncio.ensure_future(
             engine.generate("s-long", ids, SamplingParams(temperature=1.0, max_new_tokens=1500, seed=3)))
-        while engine.stats()["generated_tokens"] < 1 or engine.stats()["running"] < 1:
-            await asyncio.sleep(0.001)
+        await until_generating(engine, generated)
         await engine.sleep(level=1)
         interrupted = await running
         assert engine.stats()["asleep"] == 1.0
@@ -228,10 +234,10 @@ def test_a_call_spanning_a_load_reports_both_versions(loop, engine, hf_model):
     ids = prompt(9, seed=8)
 
     async def main():
+        generated = engine.stats()["generated_tokens"]
         call = asyncio.ensure_future(
             engine.generate("span", ids, SamplingParams(temperature=1.0, max_new_tokens=400, seed=2)))
-        while engine.stats()["running"] < 1 or engine.stats()["generated_tokens"] < 1:
-            await asyncio.sleep(0.001)
+        await until_generating(engine, generated)
         await engine.load_weights(same, version=2)
         return await call
 
