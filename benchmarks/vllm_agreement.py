@@ -109,7 +109,7 @@ async def measure_dtype(tag: str, args: argparse.Namespace) -> dict[str, object]
     runs: dict[str, list[dict[str, float]]] = {"": [], "_after_load": []}
     load_s = 0.0
     try:
-        for phase in runs:
+        for phase, measured in runs.items():
             if phase:  # the weight load: the same perturbed tensors into vLLM (version 1) and the trainer
                 new = perturbed(model, args.perturb, args.seed + 7)
                 load_started = time.perf_counter()
@@ -120,7 +120,7 @@ async def measure_dtype(tag: str, args: argparse.Namespace) -> dict[str, object]
                 sessions = await sample_sessions(engine, args, seed=args.seed + 100 * repeat + (50 if phase else 0))
                 assert all(c.weight_version == (1 if phase else 0) for calls in sessions for c in calls)
                 diff = trainer_differences(model, sessions)
-                runs[phase].append({"max": diff.max().item(), "mean": diff.mean().item(), "tokens": diff.numel()})
+                measured.append({"max": diff.max().item(), "mean": diff.mean().item(), "tokens": diff.numel()})
     finally:
         await engine.close()
     result: dict[str, object] = {f"vllm_start_s_{tag}": start_s}

@@ -33,9 +33,14 @@ from gyre.algo.losses import LossConfig
 from gyre.cells.config import CellConfig
 from gyre.cells.remote import ServesEngine
 from gyre.protocol import PackedBatch
-from gyre.replica.sharding import Replica, ShardLayout, model_param_specs, needs_master_weights
 from gyre.replica import weight_sync
 from gyre.replica.buckets import bucket_bytes_from_mb
+from gyre.replica.sharding import (
+    Replica,
+    ShardLayout,
+    model_param_specs,
+    needs_master_weights,
+)
 from gyre.replica.step import StepConfig
 from gyre.replica.transfer import GroupRegistry, Transfer, reduce_sum
 from gyre.single_controller import Collect, Dispatch, register

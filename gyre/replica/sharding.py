@@ -363,7 +363,10 @@ class Replica:
 
     def full_model_state(self) -> dict[str, torch.Tensor]:
         """The model's state dict, whole (tied weights under every name; on rank 0 when sharded)."""
-        from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+        from torch.distributed.checkpoint.state_dict import (
+            StateDictOptions,
+            get_model_state_dict,
+        )
 
         options = StateDictOptions(full_state_dict=True, cpu_offload=self.sharded)
         return get_model_state_dict(self.model, options=options)

@@ -20,7 +20,7 @@ def test_agreement_benchmark_writes_its_keys(tmp_path):
     done = subprocess.run(
         [sys.executable, "benchmarks/vllm_agreement.py", "--dtypes", "fp32", "--repeats", "1", "--sessions", "4",
          "--prompt", "32", "--turn-tokens", "16", "--min-tokens", "64", "--out", str(out)],
-        cwd=ROOT, capture_output=True, text=True, timeout=600)
+        cwd=ROOT, capture_output=True, text=True, check=False, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     result = json.loads(out.read_text())
     assert result["tokens"] >= 64

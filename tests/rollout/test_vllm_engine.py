@@ -18,7 +18,12 @@ import pytest
 import torch
 
 from gyre.models import VLLM_CPU_MODEL
-from gyre.rollout.base import EngineAsleepError, KVState, PromptTooLongError, SamplingParams
+from gyre.rollout.base import (
+    EngineAsleepError,
+    KVState,
+    PromptTooLongError,
+    SamplingParams,
+)
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow]
 

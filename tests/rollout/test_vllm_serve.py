@@ -46,7 +46,7 @@ def test_serve_on_vllm_serves_the_reference_agent(tmp_path: Path) -> None:
             [sys.executable, "-m", "gyre.harness.reference", "--instruction", "Create hello.txt containing hi",
              "--workspace", str(workspace), "--max-turns", "2", "--max-tokens", "32", "--no-sub-agent"],
             env={**os.environ, "OPENAI_BASE_URL": url.group(1), "OPENAI_API_KEY": key.group(1)},
-            capture_output=True, text=True, timeout=300)
+            capture_output=True, text=True, check=False, timeout=300)
         assert agent.returncode in (0, 10), agent.stdout + agent.stderr  # finished, or ran out of turns
     finally:
         server.terminate()
