@@ -249,6 +249,7 @@ class CellRank(ServesEngine):
     def resources(self) -> dict[str, int]:
         """Live transfer groups and open file descriptors of this rank's process (leak checks)."""
         return {"live_groups": self.groups.live, "groups_made": self.groups.made, "groups_ended": self.groups.ended,
+                "failed_shutdowns": self.groups.failed_shutdowns,
                 "open_fds": len(os.listdir("/proc/self/fd")) if os.path.isdir("/proc/self/fd") else -1}
 
     @register(Dispatch.ONE_TO_ALL)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import datetime
 import hashlib
+import logging
 import socket
 import threading
 from collections.abc import Callable
@@ -25,6 +26,8 @@ from dataclasses import dataclass
 
 import torch
 import torch.distributed as dist
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -88,7 +91,8 @@ class GroupRegistry:
         self._groups: dict[str, tuple[int, dist.ProcessGroup]] = {}
         self._lock = threading.Lock()
         self.made = 0  # groups made over this process's life
-        self.ended = 0  # groups shut down
+        self.ended = 0  # groups whose shutdown ran (a failed one is not counted: its connections may live on)
+        self.failed_shutdowns = 0
 
     def group(self, transfer: Transfer, cell_id: str, local_rank: int) -> dist.ProcessGroup:
         self.end_before(transfer.version)
@@ -116,9 +120,10 @@ class GroupRegistry:
         with self._lock:
             names = [name for name, (v, _) in self._groups.items() if ended(v)]
             groups = [self._groups.pop(name)[1] for name in names]
-        for group in groups:
-            shutdown_group(group)
-        self.ended += len(groups)
+        done = [shutdown_group(group) for group in groups]
+        with self._lock:
+            self.ended += sum(done)
+            self.failed_shutdowns += len(done) - sum(done)
 
     @property
     def live(self) -> int:
@@ -126,12 +131,16 @@ class GroupRegistry:
             return len(self._groups)
 
 
-def shutdown_group(group: dist.ProcessGroup) -> None:
-    """Release a group's connections now (NCCL communicators are not freed by garbage collection)."""
+def shutdown_group(group: dist.ProcessGroup) -> bool:
+    """Release a group's connections now (NCCL communicators are not freed by garbage collection); False
+    where the backend has no shutdown or it failed (dropping the group is then all there is)."""
     try:
         group.shutdown()
-    except (RuntimeError, NotImplementedError):  # a backend without shutdown: dropping it is all there is
-        pass
+    except (RuntimeError, NotImplementedError) as error:
+        log.warning("transfer group shutdown failed (%s: %s); its connections are left to garbage collection",
+                    type(error).__name__, error)
+        return False
+    return True
 
 
 def broadcast(group: dist.ProcessGroup, flat: torch.Tensor, root: int) -> torch.Tensor:

@@ -50,6 +50,7 @@ class SFTConfig:
     loss_agg: str = "execution_token_mean"
     short_context_steps: int = 0  # first steps train without the prompts demonstrations share (`short_context`)
     rename_file: str | None = None  # JSON {"words", "exclude"}: words renamed afresh in every example at every step
+    torch_threads: int | None = None  # intra-op threads of the training process (None: torch's default)
     save_every: int = 100  # checkpoint every k steps (the last step always saves)
     log_every: int = 10
     resume: bool = False
@@ -93,6 +94,20 @@ def shared_prompts(examples: list[SFTExample]) -> dict[str, list[int]]:
                 differ = next((i for i in range(size) if prefix[i] != prompt[i]), size)
                 shared[kind] = prefix[:differ]
     return shared
+
+
+def system_prompts(examples: list[SFTExample], shared: dict[str, list[int]]) -> dict[str, list[int]]:
+    """The shared prompts (`shared_prompts`) the demonstrations tell apart from a task's own prompt: those
+    of a conversation kind where some execution's calls share more than all executions do. Where every
+    execution shares exactly the common prefix (one demonstration, or one task demonstrated several times),
+    it may run into the task's instruction, so it is left out (a warning says so)."""
+    own = [shared_prompts([example]) for example in examples]
+    told_apart = {kind for kind, prefix in shared.items()
+                  if any(len(mine.get(kind, prefix)) > len(prefix) for mine in own)}
+    if unknown := sorted(set(shared) - told_apart):
+        log.warning("the demonstrations do not tell the shared prompt of %s apart from a task's own prompt (one "
+                    "task?): the rename file's words are not checked against it", ", ".join(unknown))
+    return {kind: shared[kind] for kind in told_apart}
 
 
 def short_context(example: SFTExample, shared: dict[str, list[int]]) -> SFTExample:
@@ -144,6 +159,9 @@ class SFTTrainer:
         from gyre.models import load_model, load_tokenizer
 
         self.cfg = cfg
+        if cfg.torch_threads:
+            # On shared cores more threads than free cores make every step wait on descheduled threads.
+            torch.set_num_threads(cfg.torch_threads)
         self.run_dir = Path(run_dir)
         self.checkpoints = self.run_dir / "checkpoints"
         self.seed = seed
@@ -229,7 +247,8 @@ class SFTTrainer:
         renaming = None
         if self.cfg.rename_file:
             renaming = Renaming.from_file(self.cfg.rename_file, self.tokenizer)
-            renaming.check_prefix(np.asarray([token for prompt in shared.values() for token in prompt], dtype=np.int64))
+            renaming.check_prefix(np.asarray([token for prompt in system_prompts(examples, shared).values()
+                                              for token in prompt], dtype=np.int64))
         # The short-context phase trains on the examples with their shared prompts cut (`short_context`).
         sources = {False: examples, True: [short_context(example, shared) for example in examples]
                    if self.cfg.short_context_steps else examples}

@@ -103,3 +103,22 @@ def test_groups_end_with_their_epoch_so_live_groups_stay_bounded(store):
     assert registries[0].made == 200 and registries[0].ended == 198
     registries[0].close()
     assert registries[0].live == 0 and registries[0].ended == 200
+
+
+def test_a_group_whose_shutdown_fails_is_not_counted_as_ended(store, monkeypatch):
+    """The leak checks read ``ended``: a shutdown that raised (its connections may live on) must not count."""
+    registries = GroupRegistry(), GroupRegistry()
+    flat = torch.ones(4)
+    move = transfer(store, 1)
+    run_ranks(lambda: broadcast(registries[0].group(move, "core", 0), flat.clone(), 0),
+              lambda: broadcast(registries[1].group(move, "sat", 0), torch.empty(4), 0))
+
+    def broken(self):
+        raise RuntimeError("planted: the backend could not shut the group down")
+
+    monkeypatch.setattr(type(registries[0].group(move, "core", 0)), "shutdown", broken)
+    registries[0].close()
+    assert registries[0].live == 0 and registries[0].ended == 0 and registries[0].failed_shutdowns == 1
+    monkeypatch.undo()
+    registries[1].close()
+    assert registries[1].ended == 1 and registries[1].failed_shutdowns == 0

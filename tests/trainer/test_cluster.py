@@ -120,7 +120,8 @@ def test_process_groups_end_with_their_membership_over_many_switches(cluster):
     for rank in core + satellite:
         assert rank["live_groups"] <= 2, rank  # the current membership's: at most a join/leave and a sync
     assert core[0]["groups_made"] - before[0]["groups_made"] >= 100  # each switch made its groups ...
-    assert core[0]["groups_ended"] >= core[0]["groups_made"] - 2  # ... and they ended with their epoch
+    assert core[0]["groups_ended"] >= core[0]["groups_made"] - 2  # ... and were shut down with their epoch
+    assert all(rank["failed_shutdowns"] == 0 for rank in core + satellite)
     for then, now in zip(before, core, strict=True):
         assert now["open_fds"] <= then["open_fds"] + 8, (then, now)
 

@@ -185,3 +185,17 @@ def test_sft_refuses_words_of_the_shared_prompt_and_resumes_renaming_as_it_was(s
     plain = SFTTrainer(SFTConfig(steps=6, **{**cfg, "rename_file": None}), "tiny", tmp_path / "plain", progress=False)
     plain.fit(examples)
     assert [row["sft/loss"] for row in plain.history] != pytest.approx(losses, rel=1e-4)
+
+
+def test_sft_on_one_task_does_not_take_its_instruction_for_the_shared_prompt(suite, tmp_path, caplog):
+    """One task's demonstrations share their whole first prompt, instruction included: its words are what the
+    rename file renames, so SFT trains (and says the shared prompt was not checked) instead of refusing."""
+    task = first_task(suite, "write")
+    shutil.copytree(task, tmp_path / "tasks" / task.name)
+    examples = record(tmp_path / "tasks", tmp_path / "rec")
+    words = json.loads((suite / "rename.json").read_text())["words"]
+    assert set(words_of(task)) & set(words)  # the instruction holds rename words
+    cfg = SFTConfig(steps=1, batch_executions=1, rename_file=str(rename_file(tmp_path, words)))
+    with caplog.at_level("WARNING", logger="gyre.trainer.sft"):
+        SFTTrainer(cfg, "tiny", tmp_path / "one", progress=False).fit(examples)
+    assert "not checked" in caplog.text
