@@ -39,7 +39,8 @@ def test_main_job_runs_under_each_scheduler(tmp_path, scheduler, ranks):
     assert all(s["executions/trained"] >= 4 and s["tokens/tree"] > 0 for s in steps)
     for s in steps:  # each execution's wall time splits into model-call time and the rest (sim calibration)
         split = zip(s["rollout/execution_time_s"], s["rollout/model_time_s"], s["rollout/tool_time_s"], strict=True)
-        assert all(model > 0 and abs(model + rest - wall) < 1e-6 for wall, model, rest in split), s
+        for wall, model, rest in split:  # model time is within the wall time (not just wall = model + its rest)
+            assert 0 < model <= wall and rest == pytest.approx(wall - model), s
         assert len(s["rollout/execution_calls"]) == len(s["rollout/execution_time_s"])
     assert (run_dir / "timeline.png").stat().st_size > 1000
     latest = run_dir / "checkpoints" / "latest"
