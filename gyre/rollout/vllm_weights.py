@@ -59,17 +59,19 @@ class WorkerWeightGroup:
         buckets: Iterator[tuple[list[TensorMeta], torch.Tensor]] = packed_buckets(weights, self.bucket_bytes, device)
         sent = 0
         await self.llm.collective_rpc("gyre_begin_weight_load")
-        while (bucket := await asyncio.to_thread(next, buckets, None)) is not None:
-            metas, flat = bucket
-            self.largest_bucket_bytes = max(self.largest_bucket_bytes, flat.numel())
-            received = asyncio.ensure_future(self.llm.collective_rpc(
-                "gyre_receive_bucket", args=([m.as_list() for m in metas], flat.numel())))
-            sending = asyncio.ensure_future(asyncio.to_thread(broadcast, self._group, flat, 0))
-            await _both(received, sending)
-            del flat, bucket
-            sent += len(metas)
-            self.buckets_sent += 1
-        await self.llm.collective_rpc("gyre_finish_weight_load")
+        try:
+            while (bucket := await asyncio.to_thread(next, buckets, None)) is not None:
+                metas, flat = bucket
+                self.largest_bucket_bytes = max(self.largest_bucket_bytes, flat.numel())
+                received = asyncio.ensure_future(self.llm.collective_rpc(
+                    "gyre_receive_bucket", args=([m.as_list() for m in metas], flat.numel())))
+                sending = asyncio.ensure_future(asyncio.to_thread(broadcast, self._group, flat, 0))
+                await _both(received, sending)
+                del flat, bucket
+                sent += len(metas)
+                self.buckets_sent += 1
+        finally:  # also after a failed load: vLLM puts back the layers it got nothing for
+            await self.llm.collective_rpc("gyre_finish_weight_load")
         return sent
 
     async def close(self) -> None:

@@ -268,7 +268,11 @@ def test_a_bad_load_fails_clearly_and_blocks_calls_until_a_whole_load(loop, engi
         await engine.load_weights(good, version=3)
         return await engine.generate("good", prompt(5, seed=9), GREEDY)
 
-    assert loop.run_until_complete(main()).weight_version == 3
+    out = loop.run_until_complete(main())
+    assert out.weight_version == 3
+    with torch.no_grad():  # and the whole load that followed left exactly its weights
+        ref = hf_model.generate(torch.tensor([prompt(5, seed=9)]), max_new_tokens=16, do_sample=False)[0, 5:].tolist()
+    assert out.response_ids == ref
 
 
 def test_a_model_vllms_cpu_attention_cannot_run_fails_before_vllm_starts(tiny_model_path):
