@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 
 import pytest
 import torch
@@ -24,6 +25,36 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip_gpu)
         if "vllm" in item.keywords and VLLM_MISSING and not REQUIRE_VLLM:
             item.add_marker(skip_vllm)
+
+
+# A parametrized test whose id starts with ``chain=NAME:`` is scheduled with the other tests of chain NAME
+# of its file (``chain=alone:``: on its own); see `scheduling_scope`.
+CHAIN_ID = re.compile(r"\[chain=([\w-]+):")
+
+
+def scheduling_scope(nodeid: str) -> str:
+    """What runs whole, in order, on one test worker: a file (several share a cluster or a workspace across
+    their tests: module fixtures), or a chain of a file that splits itself (tests/test_documented_commands.py:
+    commands that read an earlier one's output), so the two workers share a long file."""
+    path, _, name = nodeid.partition("::")
+    chain = CHAIN_ID.search(name)
+    if chain is None:
+        return path
+    return nodeid if chain.group(1) == "alone" else f"{path}::{chain.group(1)}"
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """``--dist loadfile`` (pytest.ini) by `scheduling_scope`. (xdist's own ``loadgroup`` renames node ids through an
+    attribute pytest 9 no longer reads, so its groups are silently ignored.)"""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class FileOrChainScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return scheduling_scope(nodeid)
+
+    return FileOrChainScheduling(config, log)
 
 
 def pytest_runtest_setup(item):

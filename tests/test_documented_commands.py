@@ -10,6 +10,7 @@ cells, a few tasks, tiny benchmark sizes). Outputs go to a temporary folder, not
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import re
@@ -224,8 +225,50 @@ def workspace(tmp_path_factory) -> Workspace:
     return Workspace(tmp_path_factory.mktemp("documented"))
 
 
+# Commands that take an earlier one's output run after it on one test worker (a chain: tests/conftest.py,
+# scheduling_scope); every other command runs on its own, so the two workers share this file instead of one
+# running all of it.
+CHAINS = {
+    "documented-run": ["python -m gyre.main +recipe=deepswe",
+                       "python -m gyre.sft data.records=[runs/<run>/records] model.path=small",
+                       "python -m gyre.serve model.path=/path/to/checkpoint proxy.port=8000",
+                       "python -m gyre.eval +recipe=deepswe model.path=/path/to/checkpoint eval.samples=4",
+                       "bash examples/serve_to_harnesses/run.sh runs/<run>/checkpoints/latest"],
+    "documented-sweep": ["python -m gyre.main -m +recipe=nl2repo trajectory.max_paths=1,5 scheduler.max_staleness=0,1",
+                         "python -m gyre.compare runs/sweep_<time>"],
+    "documented-schedulers": ["python benchmarks/schedulers.py --out schedulers.json",
+                              "python benchmarks/sim_validation.py --out validation.json"],
+    # one warm start (the recipe's, from the shared cache) for the three
+    "documented-learn": ["python -m gyre.main +recipe=learn",
+                         "python benchmarks/learning.py --out learning.json --seeds 0 1 2",
+                         "bash examples/learning_on_cpu/run.sh"],
+}
+GROUP_OF = {command: group for group, commands in CHAINS.items() for command in commands}
+
+
+def chained(command: str):
+    return pytest.param(command, id=f"chain={GROUP_OF.get(command, 'alone')}: {command}")
+
+
+def test_every_chain_holds_documented_commands_in_the_order_they_run():
+    spec = importlib.util.spec_from_file_location("gyre_tests_root_conftest", Path(__file__).parent / "conftest.py")
+    conftest = importlib.util.module_from_spec(spec)  # by path: ``import conftest`` may find another folder's
+    spec.loader.exec_module(conftest)
+    scheduling_scope = conftest.scheduling_scope
+    order = list(SMALLEST)
+    for commands in CHAINS.values():
+        assert all(command in SMALLEST for command in commands), commands
+        assert [order.index(c) for c in commands] == sorted(order.index(c) for c in commands), commands
+    # and the test workers take each chain whole, and every other command on its own
+    scopes = {c: scheduling_scope(f"{Path(__file__).name}::test_documented_command_runs[{chained(c).id}]")
+              for c in SMALLEST}
+    for commands in CHAINS.values():
+        assert len({scopes[c] for c in commands}) == 1, commands
+    assert len(set(scopes.values())) == len(SMALLEST) - sum(len(c) - 1 for c in CHAINS.values())
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("command", list(SMALLEST))
+@pytest.mark.parametrize("command", [chained(command) for command in SMALLEST])
 def test_documented_command_runs(command, workspace):
     invocation = SMALLEST[command](command, workspace)
     if invocation.gpu:

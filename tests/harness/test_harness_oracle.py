@@ -8,9 +8,12 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from gyre.harness import ExecutionPool, HarnessConfig, make_runner
 
 
+@pytest.mark.slow
 def test_oracle_scores_every_builtin_task(sandbox, builtin_tasks, tmp_path, no_leftover_processes) -> None:
     tasks = [task for domain in sorted(builtin_tasks) for task in builtin_tasks[domain]]
     assert {"swe", "nl2repo"} <= set(builtin_tasks), sorted(builtin_tasks)

@@ -16,6 +16,8 @@ from gyre.algo.losses import LossConfig
 from gyre.replica.sharding import Replica
 from gyre.replica.step import StepConfig
 
+pytestmark = pytest.mark.slow  # 20 training steps, twice: out of the fast tier (-m 'not slow')
+
 LR, STEPS = 1e-6, 20
 STEP = StepConfig(attention_backend="block")
 

@@ -72,6 +72,7 @@ def unsharded(batches, kl_coef: float) -> dict:
     return {"loss": sum(s["loss"] for s in stats), "norm": norm, "grads": grads, "weights": dict(replica.full_params())}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("kl_coef", "reshard"), [(0.0, False), (0.1, False), (0.1, True)],
                          ids=["policy-loss", "with-kl-to-a-sharded-reference", "layer-by-layer-with-kl"])
 def test_a_two_rank_sharded_step_equals_the_unsharded_step(tiny_model_path, kl_coef, reshard):

@@ -89,6 +89,7 @@ def test_shards_and_gradient_sums_move_in_the_models_dtype(store, dtype):
     assert total.dtype == dtype and torch.equal(total, grads[0] + grads[1])
 
 
+@pytest.mark.slow
 def test_groups_end_with_their_epoch_so_live_groups_stay_bounded(store):
     """100 membership epochs, two transfers each: every rank keeps only the current epoch's groups, and a
     transfer repeated within an epoch (a weight sync every step) reuses its group."""

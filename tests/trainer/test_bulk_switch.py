@@ -17,6 +17,8 @@ from gyre.scheduler.state import Role
 from gyre.trainer.cluster import Cluster, ClusterConfig
 from gyre.replica.step import StepConfig, train_step
 
+pytestmark = pytest.mark.slow  # Ray cells and role switches (minutes): out of the fast tier (-m 'not slow')
+
 
 @pytest.fixture(scope="module")
 def cluster(ray_session):

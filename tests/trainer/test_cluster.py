@@ -18,6 +18,8 @@ from gyre.trajectory import pack_trees
 from gyre.trajectory.processor import TrajectoryConfig, process_executions
 from gyre.trajectory.synthetic import WorkloadSpec, synthetic_execution
 
+pytestmark = pytest.mark.slow  # Ray cells of one and two ranks (minutes): out of the fast tier (-m 'not slow')
+
 LR = 1e-3
 
 

@@ -13,6 +13,8 @@ from gyre.proxy.server import ProxyServer, build_proxy
 from gyre.scheduler.state import Role
 from gyre.trainer.cluster import Cluster, ClusterConfig
 
+pytestmark = pytest.mark.slow  # Ray cells switching under live executions (minutes): out of the fast tier (-m 'not slow')
+
 SESSIONS, TURNS = 8, 4
 
 

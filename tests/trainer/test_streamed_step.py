@@ -17,6 +17,8 @@ from gyre.trajectory import pack_trees
 from gyre.trajectory.processor import TrajectoryConfig, process_executions
 from gyre.trajectory.synthetic import WorkloadSpec, synthetic_execution
 
+pytestmark = pytest.mark.slow  # a Ray cluster per test: out of the fast tier (-m 'not slow')
+
 LR = 1e-3
 
 
