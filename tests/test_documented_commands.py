@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import math
 import os
 import re
 import shlex
@@ -359,8 +360,94 @@ def check_example_sweep(ws: Workspace, output: str) -> None:
 
 def check_benchmark_json(ws: Workspace, command: str) -> None:
     words = shlex.split(command)
-    result = json.loads(ws.path(Path(words[words.index("--out") + 1]).name).read_text())
+    name = Path(words[words.index("--out") + 1]).name
+    result = json.loads(ws.path(name).read_text())
     assert isinstance(result, dict) and result, f"{command}: its --out file holds no results"
+    if name in BENCHMARK_SANITY:
+        BENCHMARK_SANITY[name](result)
+
+
+def positive(result: dict, *keys: str) -> None:
+    for key in keys:
+        assert key in result, f"no {key}"
+        assert math.isfinite(result[key]) and result[key] > 0, f"{key} = {result[key]}"
+
+
+def p50_within_p99(result: dict, *prefixes: str) -> None:
+    for prefix in prefixes:
+        positive(result, f"{prefix}_p50_ms_256")
+        assert result[f"{prefix}_p50_ms_256"] <= result[f"{prefix}_p99_ms_256"], prefix
+
+
+def sane_tree_training(r: dict) -> None:
+    positive(r, "paths", "path_tokens", "tree_tokens", "tree_time_s", "path_time_s", "capped_time_s")
+    assert r["tree_tokens"] <= r["path_tokens"] and r["token_ratio"] >= 1  # shared tokens trained once
+
+
+def sane_engine(r: dict) -> None:
+    positive(r, "engine_tokens_per_s_1", "engine_tokens_per_s_2", "generate_tokens_per_s_1", "multiturn_reuse_s")
+    # the multi-turn session reuses its cached prefix: it prefills fewer tokens than fresh calls
+    assert 0 < r["multiturn_reuse_prefill_tokens"] < r["multiturn_fresh_prefill_tokens"]
+    assert 0 < r["multiturn_reuse_prefix_hit_rate"] <= 1
+
+
+def sane_proxy(r: dict) -> None:
+    assert r["calls_256"] == 256
+    p50_within_p99(r, "proxy", "direct", "bare")
+
+
+def sane_proxy_replicated(r: dict) -> None:
+    p50_within_p99(r, "direct", "replicas_1", "replicas_2")
+
+
+def sane_long_context(r: dict) -> None:
+    assert 0 < r["prompt_tokens_turn4"] < r["prompt_tokens_turn8"]
+    assert 0 < r["plan_reused_tokens_turn8"] <= r["prompt_tokens_turn8"]  # turn 8 reuses earlier turns' plan
+
+
+def sane_long(r: dict) -> None:
+    assert r["new_tokens"] >= 20_000  # the --target-tokens it was asked for
+    assert r["chunk_exact_max_rel_err"] < 1e-4  # chunked training equals the whole tree
+    assert r["engine_within_budget"] and r["engine_peak_held_tokens"] <= r["engine_max_cached_tokens"]
+
+
+def sane_sim(r: dict) -> None:
+    positive(r, *r)
+    assert r["deepswe_122b.elastic_vs_ideal"] <= 1 + 1e-9
+
+
+def sane_grid(r: dict) -> None:
+    positive(r, "cells_2.vs_colocate", "cells_2.vs_async_best", "cells_2.elastic_tokens_per_h")
+    assert 0 < r["cells_2.vs_ideal"] <= 1 + 1e-9 and 0 < r["cells_2.length_bias"] <= 1 + 1e-9
+
+
+def sane_schedulers(r: dict) -> None:
+    for policy in ("colocate", "async", "elastic"):
+        positive(r, f"policy_tokens_per_hour_{policy}", f"wall_s_{policy}", f"step_time_{policy}")
+        assert 0 <= r[f"idle_fraction_{policy}"] <= 1 and 0 < r[f"length_bias_{policy}"] <= 1 + 1e-9
+
+
+def sane_validation(r: dict) -> None:
+    errors = []
+    for policy in ("colocate", "async", "elastic"):
+        positive(r, f"measured_step_s_{policy}", f"simulated_step_s_{policy}")
+        errors.append(abs(r[f"error_{policy}"]))
+    assert r["max_abs_error"] == pytest.approx(max(errors))
+
+
+def sane_reliability(r: dict) -> None:
+    assert r["escape_attempts"] > 0 and r["escapes"] == 0
+    assert r["reward_hack_attempts"] > 0 and r["reward_hacks_paid"] == 0
+    assert r["calls_lost"] == 0 and r["calls_duplicated"] == 0 and r["kill_final_run_finished"]
+
+
+# --out file -> what its figures must satisfy (ranges a broken run could not produce)
+BENCHMARK_SANITY: dict[str, Callable[[dict], None]] = {
+    "tree_training.json": sane_tree_training, "engine.json": sane_engine, "proxy.json": sane_proxy,
+    "proxy_replicated.json": sane_proxy_replicated, "long_context.json": sane_long_context, "long.json": sane_long,
+    "sim.json": sane_sim, "grid.json": sane_grid, "schedulers.json": sane_schedulers,
+    "validation.json": sane_validation, "reliability.json": sane_reliability,
+}
 
 
 CHECKS: dict[str, Callable[[Workspace, str], None]] = {
