@@ -315,7 +315,8 @@ def check_learning_benchmark(ws: Workspace, output: str) -> None:
 def check_sweep(ws: Workspace, output: str) -> None:
     # Each point's folder carries its overrides in its name and holds its composed config and metrics.
     points = sorted(p for p in ws.produced("sweep").iterdir() if p.is_dir())
-    named = {(p.name.split("trajectory.max_paths=")[1][:1], p.name.split("scheduler.max_staleness=")[1][:1]) for p in points}
+    # (key-value parts joined by __: a path Hydra reads unquoted, gyre/cli.py)
+    named = {(p.name.split("trajectory.max_paths-")[1][:1], p.name.split("scheduler.max_staleness-")[1][:1]) for p in points}
     assert named == {("1", "0"), ("1", "1"), ("5", "0"), ("5", "1")}, [p.name for p in points]
     for point in points:
         assert (point / ".hydra" / "config.yaml").is_file() and (point / ".hydra" / "overrides.yaml").is_file()
@@ -418,13 +419,14 @@ def sane_sim(r: dict) -> None:
 
 def sane_grid(r: dict) -> None:
     positive(r, "cells_2.vs_colocate", "cells_2.vs_async_best", "cells_2.elastic_tokens_per_h")
-    assert 0 < r["cells_2.vs_ideal"] <= 1 + 1e-9 and 0 < r["cells_2.length_bias"] <= 1 + 1e-9
+    assert 0 < r["cells_2.vs_ideal"] <= 1 + 1e-9 and r["cells_2.length_bias"] > 0
 
 
 def sane_schedulers(r: dict) -> None:
     for policy in ("colocate", "async", "elastic"):
         positive(r, f"policy_tokens_per_hour_{policy}", f"wall_s_{policy}", f"step_time_{policy}")
-        assert 0 <= r[f"idle_fraction_{policy}"] <= 1 and 0 < r[f"length_bias_{policy}"] <= 1 + 1e-9
+        # length_bias (trained over dispatched mean length) may pass 1 when the long executions are trained
+        assert 0 <= r[f"idle_fraction_{policy}"] <= 1 and r[f"length_bias_{policy}"] > 0
 
 
 def sane_validation(r: dict) -> None:
