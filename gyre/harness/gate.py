@@ -241,7 +241,8 @@ class Gate:
             await self._relay(reader, writer, task)
         except Refused as refused:
             stats.refused[refused.reason] += 1
-            with contextlib.suppress(ConnectionError, OSError, TimeoutError):
+            # (cancelled while answering: the gate is closing or displaced it; it ends like any cancelled connection)
+            with contextlib.suppress(ConnectionError, OSError, TimeoutError, asyncio.CancelledError):
                 writer.write(_error_response(refused.status, refused.message))
                 await writer.drain()
                 writer.write_eof()

@@ -264,3 +264,23 @@ def test_a_gate_folder_is_named_by_its_process(server) -> None:
     finally:
         opened.close()
         server.proxy.close_execution(key)
+
+
+def test_closing_the_gate_while_it_answers_a_refusal_logs_no_error(server, caplog) -> None:
+    """A refused connection whose client keeps its socket open is drained briefly after the answer; closing
+    the gate then cancels that drain, which must end the connection quietly (it printed an asyncio
+    'Exception in callback ... CancelledError' traceback per connection)."""
+    key = server.proxy.open_execution(f"gate-refusing-{time.monotonic_ns()}")
+    opened = GateServer(*upstream_of(server.base_url)).open(key)
+    padding = b"x-pad: " + b"a" * 1000 + b"\r\n"
+    clients = [connect(opened) for _ in range(3)]
+    for sock in clients:  # heads over the limit: each answered 431, then drained while the client stays
+        sock.sendall(request("GET", "/v1/models", key)[:-2] + padding * 70 + b"\r\n")
+        assert status_of(sock.recv(65536)) == 431
+    with caplog.at_level("ERROR", logger="asyncio"):
+        opened.close()
+        time.sleep(0.2)
+    for sock in clients:
+        sock.close()
+    server.proxy.close_execution(key)
+    assert not [r for r in caplog.records if r.name == "asyncio"], caplog.text
