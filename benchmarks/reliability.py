@@ -29,7 +29,7 @@ Everything runs on this machine, traffic on loopback only; each part is bounded 
   must still score 1.
 - hostile: on a proxy with the default body limit (32 MiB), one execution sends bodies that are costly to
   parse or tokenise (nested arrays, many small strings, huge strings) at ``--hostile-sizes-mb`` and floods
-  count_tokens, while another execution makes small calls: ``hostile_body_memory_ratio`` is the largest
+  count_tokens (from a process of its own, as an agent), while another execution makes small calls: ``hostile_body_memory_ratio`` is the largest
   rise of the process's peak resident memory over a body's size, ``other_execution_p99_delay_ms`` the
   99th percentile of the other execution's latency above its unloaded median. Then ``--slowloris``
   connections trickle a never-ending head into one gate (``head_timeout_s=--gate-head-timeout``):
@@ -64,6 +64,7 @@ import asyncio
 import contextlib
 import hashlib
 import json
+import multiprocessing
 import os
 import random
 import select
@@ -624,11 +625,32 @@ def hostile_bodies(size: int) -> dict[str, bytes]:
     }
 
 
+def attack_process(base_url: str, key: str, body_sizes: list[int], count_tokens_flood: int) -> list[int]:
+    """The hostile part's attacker (run in a process of its own): every hostile body of each size at once,
+    with a count_tokens flood (half too long for the window, half that fit); returns the flood's statuses."""
+    import httpx
+
+    bodies = [body for size in body_sizes for body in hostile_bodies(size).values()]
+    too_long = {"model": "m", "messages": [{"role": "user", "content": "word " * ((2 << 20) // 5)}]}
+    fits = {"model": "m", "messages": [{"role": "user", "content": "word " * 20_000}]}
+
+    async def attack() -> list[int]:
+        async with httpx.AsyncClient(timeout=300) as client:
+            counts = [client.post(base_url + "/v1/messages/count_tokens", json=body, headers={"x-api-key": key})
+                      for index in range(count_tokens_flood) for body in [(too_long, fits)[index % 2]]]
+            posts = [client.post(base_url + "/v1/chat/completions", content=body,
+                                 headers={"authorization": f"Bearer {key}"}) for body in bodies]
+            return [response.status_code for response in await asyncio.gather(*counts, *posts)][:count_tokens_flood]
+
+    return asyncio.run(attack())
+
+
 def hostile_part(sizes_mb: list[float], count_tokens_flood: int, slowloris: int, head_timeout_s: float) -> dict[str, Any]:
     """On a proxy with the default limits: (1) quiet, each hostile body once, measuring the rise of the peak
     resident memory over its size (after one unmeasured round, so one-time allocations such as worker
-    threads are not charged to a body); (2) one execution sends them all again and floods count_tokens
-    while another makes small calls, whose delay is measured; (3) half-sent heads hold a gate."""
+    threads are not charged to a body); (2) one execution, from a process of its own as an agent would be,
+    sends them all again and floods count_tokens while another makes small calls, whose delay is measured;
+    (3) half-sent heads hold a gate."""
     import httpx
 
     server = start_proxy(Path(tempfile.mkdtemp(prefix="gyre-hostile-")), max_body_bytes=None)
@@ -663,23 +685,17 @@ def hostile_part(sizes_mb: list[float], count_tokens_flood: int, slowloris: int,
                     latencies.append(time.perf_counter() - began)
                 time.sleep(0.02)
 
-    async def attack() -> list[int]:
-        too_long = {"model": "m", "messages": [{"role": "user", "content": "word " * ((2 << 20) // 5)}]}
-        fits = {"model": "m", "messages": [{"role": "user", "content": "word " * 20_000}]}
-        async with httpx.AsyncClient(timeout=300) as client:
-            counts = [client.post(server.base_url + "/v1/messages/count_tokens", json=body, headers={"x-api-key": attacker})
-                      for index in range(count_tokens_flood) for body in [(too_long, fits)[index % 2]]]
-            posts = [client.post(server.base_url + "/v1/chat/completions", content=body,
-                                 headers={"authorization": f"Bearer {attacker}"}) for body in bodies.values()]
-            return [response.status_code for response in await asyncio.gather(*counts, *posts)][:count_tokens_flood]
-
     thread = threading.Thread(target=victim_loop, daemon=True)
+    # The attacker is its own process, as an agent is: in this one its client (encoding and sending 160 MiB)
+    # would take the GIL from the proxy's loop, a stall no deployment has.
+    body_sizes = [min(int(size_mb * 2**20), limit - 1024) for size_mb in sizes_mb]
     try:
         thread.start()
         time.sleep(3.0)
         baseline = list(latencies)
         latencies.clear()
-        flood_statuses = asyncio.run(attack())
+        with multiprocessing.get_context("spawn").Pool(1) as pool:
+            flood_statuses = pool.apply(attack_process, (server.base_url, attacker, body_sizes, count_tokens_flood))
         time.sleep(1.0)
     finally:
         stop.set()
