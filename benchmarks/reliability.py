@@ -29,9 +29,10 @@ Everything runs on this machine, traffic on loopback only; each part is bounded 
   must still score 1.
 - hostile: on a proxy with the default body limit (32 MiB), one execution sends bodies that are costly to
   parse or tokenise (nested arrays, many small strings, huge strings) at ``--hostile-sizes-mb`` and floods
-  count_tokens (from a process of its own, as an agent), while another execution makes small calls: ``hostile_body_memory_ratio`` is the largest
-  rise of the process's peak resident memory over a body's size, ``other_execution_p99_delay_ms`` the
-  99th percentile of the other execution's latency above its unloaded median. Then ``--slowloris``
+  count_tokens (from a process of its own, as an agent), while another execution makes small calls:
+  ``hostile_body_memory_ratio`` is the largest rise of the process's peak resident memory over a body's
+  size, ``other_execution_p99_delay_ms`` the 99th percentile of the other execution's latency above its
+  unloaded median. Then ``--slowloris``
   connections trickle a never-ending head into one gate (``head_timeout_s=--gate-head-timeout``):
   ``gate_slowloris_max_open_s`` is how long the longest stayed open, and the execution's own call must
   get through meanwhile.
@@ -657,8 +658,9 @@ def hostile_part(sizes_mb: list[float], count_tokens_flood: int, slowloris: int,
     proxy = server.proxy
     limit = proxy.config.max_body_bytes
     attacker, victim = proxy.open_execution("attacker"), proxy.open_execution("victim")
-    bodies = {f"{shape}@{size_mb:g}MiB": body for size_mb in sizes_mb
-              for shape, body in hostile_bodies(min(int(size_mb * 2**20), limit - 1024)).items()}
+    body_sizes = [min(int(size_mb * 2**20), limit - 1024) for size_mb in sizes_mb]
+    bodies = {f"{shape}@{size_mb:g}MiB": body for size_mb, size in zip(sizes_mb, body_sizes, strict=True)
+              for shape, body in hostile_bodies(size).items()}
     ratios: dict[str, float] = {}
     answers: dict[str, int] = {}
     with httpx.Client(timeout=300) as client:
@@ -688,7 +690,6 @@ def hostile_part(sizes_mb: list[float], count_tokens_flood: int, slowloris: int,
     thread = threading.Thread(target=victim_loop, daemon=True)
     # The attacker is its own process, as an agent is: in this one its client (encoding and sending 160 MiB)
     # would take the GIL from the proxy's loop, a stall no deployment has.
-    body_sizes = [min(int(size_mb * 2**20), limit - 1024) for size_mb in sizes_mb]
     try:
         thread.start()
         time.sleep(3.0)
