@@ -2,14 +2,16 @@
 
 A body whose JSON would take many times its size to parse is refused before parsing; a prompt that could
 never fit the context window is refused before it is tokenised; count_tokens requests have a budget per
-execution; and a heavy request is worked on off the event loop, so another execution's call is answered
-meanwhile. (Memory ratios and delays are measured in ``benchmarks/reliability.py --parts hostile``.)
+execution; and a heavy request is worked on off the event loop, its body scanned in short steps, so
+another execution's call is answered meanwhile. (Memory ratios and delays are measured in ``benchmarks/reliability.py --parts hostile``.)
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import random
+import re
 import time
 
 import httpx
@@ -63,6 +65,46 @@ def test_the_estimate_bounds_what_parsing_takes() -> None:
         assert cost.estimate_bytes >= peak + len(raw), (name, cost, peak)
     assert body_cost.estimate(bodies["prompt"]).ratio < 4  # long strings: refused at no size
     assert body_cost.estimate(bodies["wide arrays"]).ratio > 20
+
+
+def random_json(rng: random.Random, depth: int = 0) -> object:
+    """A JSON value whose strings are full of what confuses a scan: quotes, backslash runs, brackets."""
+    def text() -> str:
+        return "".join(rng.choice(['a', '\\', '"', '[', '{', ',', ':', '\\\\', '\\"', 'é', '😀']) for _ in range(rng.randint(0, 30)))
+
+    roll = rng.random()
+    if depth > 4 or roll < 0.3:
+        return text()
+    if roll < 0.6:
+        return [random_json(rng, depth + 1) for _ in range(rng.randint(0, 6))]
+    if roll < 0.85:
+        return {text(): random_json(rng, depth + 1) for _ in range(rng.randint(0, 5))}
+    return rng.choice([1.5, -3, True, None])
+
+
+def test_separators_are_counted_outside_strings_whatever_the_chunk_boundaries(monkeypatch) -> None:
+    """The string-aware scan carries its state (inside a string, backslashes pending) across chunks: its
+    counts equal those of the whole body with every string blanked out, at any chunk size."""
+    string = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')
+    monkeypatch.setattr(body_cost, "PAUSE_S", 0.0)
+    rng = random.Random(0)
+    for _ in range(120):
+        raw = json.dumps(random_json(rng), ensure_ascii=rng.random() < 0.5).encode()
+        skeleton = string.sub(b'""', raw)
+        expected = (skeleton.count(b"[") + skeleton.count(b"{"), skeleton.count(b",") + skeleton.count(b":"))
+        for chunk in (2, 7, 64, body_cost.STRING_SCAN_BYTES):
+            monkeypatch.setattr(body_cost, "STRING_SCAN_BYTES", chunk)
+            assert body_cost.outside_strings(raw) == expected, (raw, chunk)
+
+
+def test_wide_characters_are_seen_across_scan_boundaries(monkeypatch) -> None:
+    """A character that makes text wider counts wherever it falls, a chunk boundary included."""
+    monkeypatch.setattr(body_cost, "SCAN_BYTES", 16)
+    monkeypatch.setattr(body_cost, "PAUSE_S", 0.0)
+    for offset in range(12, 20):
+        for tail, width in (("\\u00e9", 1), ("\\u4e2d", 2), ("\\ud83d\\ude00", 4), ("中", 2), ("😀", 4)):
+            raw = ('"' + "a" * offset + tail + '"').encode()
+            assert body_cost.char_width(raw) == width, (offset, tail)
 
 
 def test_a_prompt_too_long_for_any_window_is_refused_without_tokenising(server, proxy, execution, tuned) -> None:
