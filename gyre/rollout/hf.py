@@ -45,6 +45,7 @@ from gyre.rollout.base import (
 from gyre.rollout.hf_runner import HFRunner, RowCache
 from gyre.rollout.kv_store import LayerKV, SessionKV, SessionStore
 from gyre.rollout.metrics import EngineCounters, ThroughputMeter
+from gyre.rollout.parked_kv import ParkedStore, kv_bytes, on_device
 from gyre.rollout.sampling import RowSampler, check_token_ids, sample_rows
 
 log = logging.getLogger(__name__)
@@ -68,6 +69,7 @@ class _Call:
     kv_version: int = 0  # oldest weight version in the cache
     cached_tokens: int = 0
     prefilled_tokens: int = 0
+    park_recompute_left: int = 0  # prompt tokens still to recompute because the session's parked cache was dropped
     version_first: int | None = None
     admitted: float | None = None
     first_token: float | None = None
@@ -111,6 +113,12 @@ class HFEngine:
     are returned), drops every cache and frees the weights; calls made while asleep raise
     ``EngineAsleepError`` at once rather than wait, so a router can send them elsewhere. ``wake()``
     restores. ``close()`` stops the engine thread; it also aborts what is in flight.
+
+    Parking: ``park(session)`` takes an idle session's cache out of ``max_cached_tokens`` into host memory
+    (at most ``max_parked_bytes``; see ``parked_kv``), so its budget admits other calls while the session's
+    agent runs tools. The session's next call takes the cache back when it is admitted (only the prefix it
+    reuses is moved), or, if the cache was dropped to keep host memory bounded, recomputes it: outputs are
+    the same either way. Sleep and close drop parked caches with the rest.
     """
 
     kind = "hf"
@@ -130,6 +138,7 @@ class HFEngine:
         reuse_stale_kv: bool = False,
         engine_id: str = "hf-0",
         max_context: int | None = None,
+        max_parked_bytes: int = 4 << 30,
     ) -> None:
         from gyre.models import load_model
 
@@ -161,6 +170,7 @@ class HFEngine:
         self._eos_ids = frozenset(_eos_ids(model))
 
         self._store = SessionStore(max_cached_tokens)
+        self._parked = ParkedStore(max_parked_bytes)
         self._waiting: deque[_Call] = deque()
         self._running: list[_Call] = []
         self._counters = EngineCounters()
@@ -203,8 +213,16 @@ class HFEngine:
         generated so far. True if there was one."""
         return await self._command(lambda: self._abort_calls(lambda c: c.session_id == session_id) > 0)
 
+    async def park(self, session_id: str) -> bool:
+        """Take the session's idle cache out of the KV budget: to host memory, or dropped (recomputed by its
+        next call) when ``max_parked_bytes`` cannot hold it. True if this freed budget; False if the session
+        has a call running or queued (its cache is in use: park it after the call), holds no cache in the
+        budget (unknown, evicted or already parked), or the engine is asleep. Its next ``generate`` restores
+        it without the caller doing anything."""
+        return await self._command(lambda: self._park(session_id))
+
     async def export_session(self, session_id: str) -> KVState | None:
-        """A CPU copy of the session's idle cache (None if it has none); the engine keeps its own copy."""
+        """A CPU copy of the session's idle (or parked) cache (None if it has none); the engine keeps its own."""
         return await self._command(lambda: self._export(session_id))
 
     async def import_session(self, session_id: str, state: KVState) -> None:
@@ -266,6 +284,17 @@ class HFEngine:
             "preemptions": float(counters.preemptions),
             "calls_finished": float(counters.calls_finished),
             "calls_aborted": float(counters.calls_aborted),
+            "parked_sessions": float(len(self._parked)),
+            "parked_tokens": float(self._parked.total_tokens),
+            "parked_bytes": float(self._parked.total_bytes),
+            "parks": float(counters.parks),
+            "parked_caches_dropped": float(self._parked.drops),
+            "park_bytes_to_host": float(counters.park_bytes_to_host),
+            "restores": float(counters.restores),
+            "restore_bytes_from_host": float(counters.restore_bytes_from_host),
+            "restore_transfer_s": counters.restore_transfer_s,
+            "park_recomputed_tokens": float(counters.park_recomputed_tokens),
+            "restore_recompute_s": counters.restore_recompute_s,
             "weight_version": float(self.weight_version),
             "asleep": float(self._asleep),
         }
@@ -343,6 +372,7 @@ class HFEngine:
                     _resolve(call.future, error=error)
         self._abort_calls(lambda c: True)
         self._store.clear()
+        self._parked.clear()
         while True:  # answer commands that raced with close()
             try:
                 _, future = self._commands.get_nowait()
@@ -410,12 +440,20 @@ class HFEngine:
             self._running.append(call)
             return
         entry = self._store.take(call.session_id)
+        parked = entry is None and call.session_id in self._parked
+        if parked:
+            entry = self._parked.take(call.session_id)
         reuse = self._usable_prefix(entry, call.prompt) if entry is not None else 0
         if entry is not None and reuse > 0:
-            call.kv = self._runner.new_row(entry.truncated(reuse).layers)
+            reused = entry.truncated(reuse)
+            call.kv = self._runner.new_row(self._restore(reused).layers if parked else reused.layers)
             call.kv_version = entry.weight_version
-        elif entry is None:  # an evicted cache: what it held is fed again
-            self._counters.recomputed_tokens += min(self._store.evicted_tokens(call.session_id), len(call.prompt) - 1)
+        elif entry is None:  # an evicted cache, or a parked one dropped: what it held is fed again
+            evicted = min(self._store.evicted_tokens(call.session_id), len(call.prompt) - 1)
+            dropped = min(self._parked.dropped_tokens(call.session_id), len(call.prompt) - 1)
+            self._counters.recomputed_tokens += max(evicted, dropped)
+            self._counters.park_recomputed_tokens += dropped
+            call.park_recompute_left = dropped
         call.cached_tokens = reuse
         call.admitted = time.perf_counter()
         self._counters.prompt_tokens += len(call.prompt)
@@ -480,7 +518,12 @@ class HFEngine:
             piece = call.tokens[call.kv_len : call.kv_len + size]
             if call.kv is None:
                 call.kv, call.kv_version = self._runner.new_row(), self.weight_version
+            started = time.perf_counter()
             logits = self._runner.forward([call.kv], [piece])
+            if call.park_recompute_left:  # the recomputed tokens' share of this piece's time
+                share = min(size, call.park_recompute_left)
+                self._counters.restore_recompute_s += (time.perf_counter() - started) * share / size
+                call.park_recompute_left -= share
             call.prefilled_tokens += size
             budget -= size
             if call.kv_len == len(call.tokens):
@@ -555,8 +598,34 @@ class HFEngine:
 
     # ------------------------------------------------------------------ engine thread: sessions
 
+    def _park(self, session_id: str) -> bool:
+        if self._asleep or any(call.session_id == session_id for call in list(self._running) + list(self._waiting)):
+            return False
+        entry = self._store.take(session_id)
+        if entry is None:
+            return False
+        self._counters.parks += 1
+        nbytes = kv_bytes(entry)
+        if self._parked.fits(nbytes):
+            self._parked.put(session_id, on_device(entry, "cpu"), nbytes)
+            self._counters.park_bytes_to_host += nbytes
+        else:
+            self._parked.drop(session_id, len(entry))
+        return True
+
+    def _restore(self, entry: SessionKV) -> SessionKV:
+        """A parked cache (the part a call reuses) moved back to the engine's device, counted."""
+        started = time.perf_counter()
+        restored = on_device(entry, self._runner.device)
+        self._counters.restores += 1
+        self._counters.restore_bytes_from_host += kv_bytes(entry)
+        self._counters.restore_transfer_s += time.perf_counter() - started
+        return restored
+
     def _export(self, session_id: str) -> KVState | None:
         entry = self._store.get(session_id)
+        if entry is None:
+            entry = self._parked.get(session_id)
         if entry is None:
             if any(call.session_id == session_id for call in self._running):
                 raise RuntimeError(f"session {session_id!r} has a call in flight; export it after the call ends")
@@ -575,6 +644,7 @@ class HFEngine:
         if not state.tensors:
             self._counters.kv_import_fallbacks += 1  # nothing to adopt (e.g. exported by a vLLM engine)
             self._store.take(session_id)
+            self._parked.forget(session_id)
             return
         runner = self._runner
         if len(state.tensors) != runner.num_layers:
@@ -591,6 +661,7 @@ class HFEngine:
                     )
             layers.append((key.to(runner.device, model_dtype), value.to(runner.device, model_dtype)))
         entry = SessionKV(tokens, layers, int(state.weight_version), imported=True, meta=dict(state.meta))
+        self._parked.forget(session_id)
         self._store.put(session_id, entry, reserved=self._running_tokens())
 
     # ------------------------------------------------------------------ engine thread: weights, sleep
@@ -628,6 +699,7 @@ class HFEngine:
             return
         self._abort_calls(lambda c: True)
         self._store.clear()
+        self._parked.clear()
         # Swap each tensor's storage for an empty one in place: Parameter objects (and so tied weights)
         # survive, and the memory goes (level 1 keeps a host copy; on CPU that copy is the same storage).
         host: dict[str, torch.Tensor] = {}

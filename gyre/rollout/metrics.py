@@ -21,6 +21,14 @@ class EngineCounters:
     preemptions: int = 0  # running calls whose cache was dropped to keep within max_cached_tokens
     calls_finished: int = 0
     calls_aborted: int = 0
+    # Parking (``park``): idle caches moved out of the KV budget to host memory, or dropped when it is full.
+    parks: int = 0  # sessions parked (their cache left the budget, held on host or dropped)
+    park_bytes_to_host: int = 0  # bytes of the caches moved to host
+    restores: int = 0  # parked sessions whose next call took their cache back from host
+    restore_bytes_from_host: int = 0  # bytes moved back (the part of the cache the call reused)
+    restore_transfer_s: float = 0.0  # seconds spent moving them back
+    park_recomputed_tokens: int = 0  # tokens fed again because a parked cache had been dropped
+    restore_recompute_s: float = 0.0  # forward seconds spent on those tokens (their share of each prefill piece)
 
     @property
     def prefix_hit_rate(self) -> float:

@@ -57,6 +57,9 @@ class ScriptedEngine:
     async def abort(self, session_id: str) -> bool:
         return False
 
+    async def park(self, session_id: str) -> bool:
+        return False  # no KV to free
+
     async def export_session(self, session_id: str) -> KVState | None:
         return None
 

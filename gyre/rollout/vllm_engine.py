@@ -260,6 +260,12 @@ class VLLMEngine:
             await self._llm.abort(request_id)
         return bool(requests)
 
+    async def park(self, session_id: str) -> bool:
+        """Not implemented for vLLM yet (issue #36: its CPU offloading KV connector, else prefix-cache
+        recompute): answers False, so the router's decision changes nothing here. vLLM frees a finished
+        request's blocks anyway; its prefix cache keeps them until they are reused for other requests."""
+        return False
+
     async def export_session(self, session_id: str) -> KVState | None:
         """The session's tokens without tensors: vLLM cannot hand out one request's KV blocks."""
         if session_id not in self._sessions:
