@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from gyre.chat.roles import DEFAULT_SUMMARY_PATTERN
@@ -18,6 +18,39 @@ REMOVED = {
     "executions with cluster.capacity (gyre.main, per rollout cell), harness.concurrency (gyre.eval) "
     "or serve.executions (gyre.serve)",
 }
+
+
+@dataclass(frozen=True)
+class ParkingConfig:
+    """When the router parks a session whose call returned (``proxy.parking``; gyre/scheduler/parking.py)."""
+
+    enabled: bool = True
+    window: int = 4
+    prior_s: float | None = None
+    restore_s: float = 0.01
+    restore_s_per_1k_tokens: float = 0.005
+
+    def __post_init__(self) -> None:
+        bad = [name for name, ok in {
+            "window": self.window >= 1,
+            "prior_s": self.prior_s is None or self.prior_s >= 0,
+            "restore_s": self.restore_s >= 0,
+            "restore_s_per_1k_tokens": self.restore_s_per_1k_tokens >= 0,
+        }.items() if not ok]
+        if bad:
+            raise ValueError(f"proxy config: invalid value for {', '.join(f'parking.{n}={getattr(self, n)!r}' for n in bad)}")
+
+    def restore_cost_s(self, context_tokens: int) -> float:
+        """What restoring a session of ``context_tokens`` is expected to cost (the park rule's threshold)."""
+        return self.restore_s + self.restore_s_per_1k_tokens * context_tokens / 1000
+
+    @classmethod
+    def from_mapping(cls, data: dict[str, Any]) -> ParkingConfig:
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ValueError(f"proxy config: unknown keys {[f'parking.{k}' for k in unknown]}; known keys are {sorted(known)}")
+        return cls(**data)
 
 
 @dataclass
@@ -45,8 +78,11 @@ class ProxyConfig:
     fsync_before_response: bool = False
     fsync_interval_s: float = 0.05
     log_level: str = "warning"
+    parking: ParkingConfig = field(default_factory=ParkingConfig)
 
     def __post_init__(self) -> None:
+        if isinstance(self.parking, dict):
+            self.parking = ParkingConfig.from_mapping(self.parking)
         checks = {
             "port": 0 <= self.port <= 65535,
             "queue_timeout_s": self.queue_timeout_s >= 0,

@@ -15,6 +15,14 @@
   different weight versions), at the cost of regenerating a few tokens. A call is retried only if its
   attempt really ended with ``abort``; one that finished before the abort landed is returned as is, so
   a call is never lost or duplicated. ``RoutedGeneration.reroutes`` lists the moves for the record.
+- Parking (``parking``, a ``ParkingConfig``; off unless set, ``Proxy`` sets it from ``proxy.parking``): when a
+  call returns, its session's agent is in a tool until its next call. The router predicts that gap from the
+  session's own gaps between calls (``gyre.scheduler.parking.ParkRule``; before it has one, the mean gap
+  of all sessions so far) and, when it exceeds the restore cost, asks the engine to ``park`` the session
+  (in the background: the response is not delayed; the engine refuses if a next call came first). The
+  next call restores it on the engine, outputs unchanged. A drain parks every session it moves (without a
+  call to retry) on its new cell, whatever the rule says: the sessions of a cell chosen to train wait
+  for their next call off the budget of the cells that take them.
 
 All methods run on the proxy's event loop (engines are thread-safe and awaitable from any loop).
 """
@@ -24,9 +32,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
+from gyre.proxy.config import ParkingConfig
 from gyre.rollout.base import (
     EngineAsleepError,
     Generation,
@@ -35,6 +45,7 @@ from gyre.rollout.base import (
     SamplingParams,
     common_prefix_length,
 )
+from gyre.scheduler.parking import ParkRule
 
 log = logging.getLogger(__name__)
 
@@ -107,19 +118,37 @@ class DrainReport:
     aborted_calls: int = 0  # calls the abort actually interrupted (one that finished first is delivered as is)
     kv_imports: int = 0
     kv_missing: int = 0
+    parked: int = 0  # moved sessions parked on their new cell (parking on)
     seconds: float = 0.0
 
 
 class Router:
-    def __init__(self, cells: list[RoutedCell] | None = None, *, queue_timeout_s: float = 30.0, retry_after_s: float = 1.0) -> None:
+    def __init__(
+        self,
+        cells: list[RoutedCell] | None = None,
+        *,
+        queue_timeout_s: float = 30.0,
+        retry_after_s: float = 1.0,
+        parking: ParkingConfig | None = None,
+    ) -> None:
         self.cells: dict[str, RoutedCell] = {}
         self.queue_timeout_s = queue_timeout_s
         self.retry_after_s = retry_after_s
+        self.parking = parking or ParkingConfig(enabled=False)
+        self.clock = time.perf_counter  # what tool gaps are measured with (a test may step it by hand)
         self._affinity: dict[str, RoutedCell] = {}
         self._sessions: dict[str, set[str]] = {}  # execution -> engine session ids it used on its cell
         self._moving: dict[str, asyncio.Event] = {}
         self._changed = asyncio.Event()
-        self.counters = {"calls": 0, "reroutes": 0, "overloaded": 0, "kv_imports": 0, "engine_asleep": 0}
+        self._returned_at: dict[str, float] = {}  # session -> when its last call returned (its tool gap began)
+        self._gaps: dict[str, deque[float]] = {}  # session -> its last tool gaps, seconds
+        self._gap_total, self._gap_count = 0.0, 0  # every session's gaps: the prior of a session with none
+        self._parked: dict[str, RoutedCell] = {}  # session -> the cell whose engine parked it (until its next call)
+        self._parking_tasks: set[asyncio.Task] = set()
+        self.counters = {
+            "calls": 0, "reroutes": 0, "overloaded": 0, "kv_imports": 0, "engine_asleep": 0,
+            "parks": 0, "parks_refused": 0, "parks_skipped": 0,
+        }
         for cell in cells or []:
             self.add_cell(cell)
 
@@ -149,7 +178,10 @@ class Router:
         cell = self._affinity.pop(execution_id, None)
         if cell is not None:
             cell.executions.discard(execution_id)
-        self._sessions.pop(execution_id, None)
+        for session_id in self._sessions.pop(execution_id, ()):
+            self._returned_at.pop(session_id, None)
+            self._gaps.pop(session_id, None)
+            self._parked.pop(session_id, None)
         self._notify()
 
     def cell_of(self, execution_id: str) -> str | None:
@@ -159,6 +191,7 @@ class Router:
     def stats(self) -> dict[str, Any]:
         return {
             **self.counters,
+            "parked": len(self._parked),
             "cells": {
                 cell.cell_id: {
                     "inflight": cell.inflight,
@@ -180,6 +213,7 @@ class Router:
         reroutes: list[dict[str, Any]] = []
         queue_s = 0.0
         self.counters["calls"] += 1
+        self._tool_gap_ended(session_id)
         while True:
             waited = time.perf_counter()
             cell = await self._acquire(execution_id)
@@ -217,6 +251,7 @@ class Router:
                 if moving is not None:
                     await moving.wait()
                 continue
+            self._maybe_park(cell, session_id, len(prompt_ids) + len(generation.response_ids))
             return RoutedGeneration(generation, cell.cell_id, session_id, queue_s, reroutes)
 
     async def admit(self, execution_id: str) -> str:
@@ -283,6 +318,52 @@ class Router:
             return self.cells[cell_id]
         except KeyError:
             raise UnknownCellError(f"no cell {cell_id!r}; cells are {sorted(self.cells)}") from None
+
+    # ------------------------------------------------------------------ parking
+
+    def _tool_gap_ended(self, session_id: str) -> None:
+        """A call on the session starts: the gap since its last call returned joins its history."""
+        self._parked.pop(session_id, None)
+        returned = self._returned_at.pop(session_id, None)
+        if returned is None:
+            return
+        gap = max(0.0, self.clock() - returned)
+        self._gaps.setdefault(session_id, deque(maxlen=self.parking.window)).append(gap)
+        self._gap_total += gap
+        self._gap_count += 1
+
+    def _maybe_park(self, cell: RoutedCell, session_id: str, context_tokens: int) -> None:
+        """A call returned: park its session in the background if its predicted tool gap outlasts a restore."""
+        self._returned_at[session_id] = self.clock()
+        if not self.parking.enabled:
+            return
+        prior = self.parking.prior_s
+        if prior is None:
+            prior = self._gap_total / self._gap_count if self._gap_count else 0.0
+        rule = ParkRule(window=self.parking.window, prior_s=prior)
+        if not rule.should_park(self._gaps.get(session_id, ()), self.parking.restore_cost_s(context_tokens)):
+            self.counters["parks_skipped"] += 1
+            return
+        task = asyncio.ensure_future(self._park(cell, session_id))
+        self._parking_tasks.add(task)
+        task.add_done_callback(self._parking_tasks.discard)
+
+    async def _park(self, cell: RoutedCell, session_id: str) -> bool:
+        park = getattr(cell.engine, "park", None)
+        try:
+            parked = bool(await park(session_id)) if park is not None else False
+        except Exception as error:  # noqa: BLE001 - e.g. the engine went to sleep or closed: nothing to free
+            log.debug("cell %s: park of %s failed: %s", cell.cell_id, session_id, error)
+            parked = False
+        if parked and session_id in self._returned_at:  # no next call has started since (it would restore it)
+            self._parked[session_id] = cell
+        self.counters["parks" if parked else "parks_refused"] += 1
+        return parked
+
+    async def settle_parking(self) -> None:
+        """Wait for the parks asked so far (tests; a driver reading the counters at a step boundary)."""
+        while self._parking_tasks:
+            await asyncio.gather(*list(self._parking_tasks), return_exceptions=True)
 
     # ------------------------------------------------------------------ drain
 
@@ -354,6 +435,8 @@ class Router:
                 await dest.engine.import_session(session_id, state)
                 report.kv_imports += 1
                 self.counters["kv_imports"] += 1
+                if self.parking.enabled and session_id not in retry_prompts:  # idle: off the new cell's budget
+                    report.parked += await self._park(dest, session_id)
         finally:
             del self._moving[execution_id]
             moving.set()

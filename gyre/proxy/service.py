@@ -103,6 +103,7 @@ class Proxy:
         self.template = template
         self.router = router
         self.config = config
+        router.parking = config.parking  # proxy.parking: when the router parks sessions waiting on tools
         self.recorder = recorder or RecordWriter(
             config.run_dir, fsync=config.fsync, fsync_before_response=config.fsync_before_response,
             fsync_interval_s=config.fsync_interval_s,

@@ -1,0 +1,171 @@
+"""The router's park decision: a session whose history shows long tool gaps is parked on its engine when its
+call returns, one with short gaps is not; a drain parks the sessions it moves; parking changes no output."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+import torch
+
+from gyre.proxy.config import ParkingConfig, ProxyConfig
+from gyre.proxy.router import RoutedCell, Router
+from gyre.rollout.base import Generation, SamplingParams
+from gyre.rollout.hf import HFEngine
+
+GREEDY = SamplingParams(temperature=0.0, max_new_tokens=8)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_torch_thread():
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+class ParkRecorder:
+    """An engine that answers at once and records which sessions it was asked to park."""
+
+    max_context = 1024
+
+    def __init__(self) -> None:
+        self.parked: list[str] = []
+
+    async def generate(self, session_id, prompt_ids, sampling) -> Generation:
+        return Generation([5, 6], [0.0, 0.0], "stop", 0)
+
+    async def park(self, session_id: str) -> bool:
+        self.parked.append(session_id)
+        return True
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+async def calls_with_gaps(router: Router, clock: Clock, session_id: str, gaps: list[float]) -> None:
+    """One call, then one more after each gap (the agent's tool time, on the router's clock)."""
+    await router.generate("e", session_id, [1, 2, 3], GREEDY)
+    for gap in gaps:
+        await router.settle_parking()
+        clock.now += gap
+        await router.generate("e", session_id, [1, 2, 3], GREEDY)
+    await router.settle_parking()
+
+
+def parking_router(engine, **parking) -> tuple[Router, Clock]:
+    settings = {"restore_s": 1.0, "restore_s_per_1k_tokens": 0.0, "prior_s": 0.0, **parking}
+    router = Router([RoutedCell("c0", engine)], parking=ParkingConfig(**settings))  # type: ignore[arg-type]
+    clock = Clock()
+    router.clock = clock
+    return router, clock
+
+
+def test_long_tool_gaps_park_and_short_ones_do_not():
+    async def main():
+        engine = ParkRecorder()
+        router, clock = parking_router(engine)
+        await calls_with_gaps(router, clock, "e/long", [5.0, 4.0, 6.0])
+        await calls_with_gaps(router, clock, "e/short", [0.2, 0.1, 0.3])
+        assert engine.parked == ["e/long"] * 3  # not after the first call: no gap yet and a prior of 0
+        assert router.counters["parks"] == 3 and router.counters["parks_skipped"] == 5
+        assert router.stats()["parked"] == 1  # e/long, until its next call
+        await router.generate("e", "e/long", [1, 2, 3], GREEDY)
+        assert router.stats()["parked"] == 0
+        await router.settle_parking()
+
+        # The rule is the mean of the last `window` gaps against the restore cost, which grows with context.
+        engine = ParkRecorder()
+        router, clock = parking_router(engine, window=2, restore_s_per_1k_tokens=1000.0)
+        await calls_with_gaps(router, clock, "e/long", [5.0, 4.0])
+        assert engine.parked == []  # 3 prompt + 2 response tokens cost 5 s + 1 s to restore: more than the gap
+        engine = ParkRecorder()
+        router, clock = parking_router(engine, window=2)
+        await calls_with_gaps(router, clock, "e/mixed", [5.0, 0.1, 0.1])  # means 5, 2.55, 0.1
+        assert engine.parked == ["e/mixed", "e/mixed"]
+
+        # Before a session has a gap, the prior decides: the mean gap of all sessions so far (prior_s: null).
+        engine = ParkRecorder()
+        router, clock = parking_router(engine, prior_s=None)
+        await calls_with_gaps(router, clock, "e/a", [3.0])
+        await calls_with_gaps(router, clock, "e/b", [])
+        assert engine.parked == ["e/a", "e/b"]
+
+        # Off: nobody is asked to park.
+        engine = ParkRecorder()
+        router, clock = parking_router(engine, enabled=False)
+        await calls_with_gaps(router, clock, "e/long", [5.0, 4.0])
+        assert engine.parked == [] and router.counters["parks_skipped"] == 0
+
+    asyncio.run(main())
+
+
+def test_proxy_config_turns_parking_on_and_checks_its_keys():
+    assert ProxyConfig().parking.enabled and ProxyConfig.from_mapping({"parking": {"window": 2}}).parking.window == 2
+    with pytest.raises(ValueError, match=r"parking\.windw"):
+        ProxyConfig.from_mapping({"parking": {"windw": 2}})
+    with pytest.raises(ValueError, match=r"parking\.window=0"):
+        ProxyConfig(parking={"window": 0})
+    assert Router().parking.enabled is False  # a bare router parks nothing; the proxy sets proxy.parking
+
+
+def prompt(length: int, seed: int) -> list[int]:
+    generator = torch.Generator().manual_seed(seed)
+    return torch.randint(16, 2000, (length,), generator=generator).tolist()
+
+
+def test_router_parks_on_a_real_engine_without_changing_outputs(tiny_model_path):
+    """Two sessions on an HFEngine, one with long tool gaps, one with short: only the first is parked (the
+    engine counts it) and each call returns exactly what it returns with parking off."""
+
+    async def session_turns(router: Router, clock: Clock) -> list[list[int]]:
+        outs = []
+        for session_id, context, gap in (("e/long", prompt(30, seed=1), 5.0), ("e/short", prompt(25, seed=2), 0.1)):
+            for turn in range(3):
+                clock.now += gap  # the agent's tool time before this call
+                routed = await router.generate("e", session_id, context, GREEDY)
+                await router.settle_parking()
+                outs.append(routed.generation.response_ids)
+                context = context + routed.generation.response_ids + prompt(4, seed=10 + turn)
+        return outs
+
+    results = {}
+    for enabled in (False, True):
+        engine = HFEngine(tiny_model_path)
+        router, clock = parking_router(engine, enabled=enabled, restore_s=1.0)
+        try:
+            results[enabled] = asyncio.run(session_turns(router, clock)), engine.stats(), router.counters
+        finally:
+            asyncio.run(engine.close())
+    (plain, plain_stats, _), (parked, stats, counters) = results[False], results[True]
+    assert parked == plain and plain_stats["parks"] == 0
+    # e/long has a 5 s gap before its 2nd and 3rd calls: parked after them, restored by the 3rd.
+    assert stats["parks"] == 2 and stats["restores"] == 1 and stats["parked_sessions"] == 1
+    assert counters["parks"] == 2 and counters["parks_skipped"] == 4  # both first calls, e/short's later ones
+
+
+def test_a_drain_parks_the_sessions_it_moves(tiny_model_path):
+    async def main():
+        engines = [HFEngine(tiny_model_path, engine_id=f"hf-{i}") for i in range(2)]
+        router = Router([RoutedCell(f"c{i}", engine) for i, engine in enumerate(engines)], parking=ParkingConfig(prior_s=0.0))
+        try:
+            first = await router.generate("e", "e/main", prompt(30, seed=3), GREEDY)
+            source = router.cell_of("e")
+            report = await router.drain(source)
+            dest = router.cells[router.cell_of("e")]
+            assert report.kv_imports == 1 and report.parked == 1
+            assert dest.engine.stats()["parked_sessions"] == 1 and dest.engine.stats()["cached_sessions"] == 0
+            again = await router.generate("e", "e/main", prompt(30, seed=3) + first.generation.response_ids + [20], GREEDY)
+            await router.settle_parking()
+            return again, dest.engine.stats()
+        finally:
+            for engine in engines:
+                await engine.close()
+
+    again, stats = asyncio.run(main())
+    assert stats["restores"] == 1 and again.generation.cached_tokens > 0
