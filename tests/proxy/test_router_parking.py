@@ -150,12 +150,16 @@ def test_router_parks_on_a_real_engine_without_changing_outputs(tiny_model_path)
 
 
 def test_a_drain_parks_the_sessions_it_moves(tiny_model_path):
+    """A session parked on a cell that drains (e.g. chosen to train): its KV is exported from host memory,
+    imported on the new cell and parked there; its next call there restores it."""
+
     async def main():
         engines = [HFEngine(tiny_model_path, engine_id=f"hf-{i}") for i in range(2)]
         router = Router([RoutedCell(f"c{i}", engine) for i, engine in enumerate(engines)], parking=ParkingConfig(prior_s=0.0))
         try:
             first = await router.generate("e", "e/main", prompt(30, seed=3), GREEDY)
             source = router.cell_of("e")
+            assert await router.cells[source].engine.park("e/main")  # parked where it ran: its KV still moves
             report = await router.drain(source)
             dest = router.cells[router.cell_of("e")]
             assert report.kv_imports == 1 and report.parked == 1
