@@ -12,6 +12,7 @@ from gyre.proxy.config import ParkingConfig, ProxyConfig
 from gyre.proxy.router import RoutedCell, Router
 from gyre.rollout.base import Generation, SamplingParams
 from gyre.rollout.hf import HFEngine
+from gyre.rollout.scripted import ScriptedEngine
 
 GREEDY = SamplingParams(temperature=0.0, max_new_tokens=8)
 
@@ -95,6 +96,13 @@ def test_long_tool_gaps_park_and_short_ones_do_not():
         await calls_with_gaps(router, clock, "e/a", [3.0])
         await calls_with_gaps(router, clock, "e/b", [])
         assert engine.parked == ["e/a", "e/b"]
+
+        # An engine that cannot park (scripted, vLLM for now) answers False: counted, nothing else changes.
+        scripted = ScriptedEngine()
+        scripted.add_script("e", [[5], [6]])
+        router, clock = parking_router(scripted)
+        await calls_with_gaps(router, clock, "e/long", [5.0])
+        assert router.counters["parks_refused"] == 1 and router.counters["parks"] == 0 and router.stats()["parked"] == 0
 
         # Off: nobody is asked to park.
         engine = ParkRecorder()
