@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import re
+from collections import Counter
 
 import pytest
 import torch
@@ -25,6 +26,11 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip_gpu)
         if "vllm" in item.keywords and VLLM_MISSING and not REQUIRE_VLLM:
             item.add_marker(skip_vllm)
+    # Longest first: xdist hands out scheduling scopes (`scheduling_scope`) in this order, and a long one handed
+    # out last keeps one worker busy while the other idles. A scope's count of slow tests stands for its length;
+    # the sort is stable, so a scope's tests keep their order (chains, module fixtures).
+    slow = Counter(scheduling_scope(item.nodeid) for item in items if "slow" in item.keywords)
+    items.sort(key=lambda item: -slow[scheduling_scope(item.nodeid)])
 
 
 # A parametrized test whose id starts with ``chain=NAME:`` is scheduled with the other tests of chain NAME
