@@ -17,7 +17,7 @@ from gyre.cells.config import CellConfig
 from gyre.cells.rank import CellRank
 from gyre.protocol import PackedBatch
 from gyre.replica.transfer import Transfer
-from gyre.single_controller import Collect, Dispatch, GroupCall, WorkerGroup, register
+from gyre.single_controller import Collect, DispatchMode, GroupCall, WorkerGroup, register
 
 
 class Cell:
@@ -41,55 +41,55 @@ class Cell:
     def ready(self) -> GroupCall:
         return self.ranks.ping()
 
-    @register(Dispatch.STREAM)
+    @register(DispatchMode.STREAM)
     def train(self, batches: list[PackedBatch]) -> GroupCall:
         return self.ranks.train(batches)
 
-    @register(Dispatch.ONE_TO_ALL)
+    @register(DispatchMode.ONE_TO_ALL)
     def enter_train(self, weights_from_core: Transfer | None = None) -> GroupCall:
         return self.ranks.enter_train(weights_from_core)
 
-    @register(Dispatch.ONE_TO_ALL)
+    @register(DispatchMode.ONE_TO_ALL)
     def enter_rollout(self, version: int) -> GroupCall:
         return self.ranks.enter_rollout(version)
 
-    @register(Dispatch.ONE_TO_ALL)
+    @register(DispatchMode.ONE_TO_ALL)
     def send_weights(self, transfer: Transfer) -> GroupCall:
         return self.ranks.send_weights(transfer)
 
-    @register(Dispatch.ONE_TO_ALL)
+    @register(DispatchMode.ONE_TO_ALL)
     def receive_weights(self, transfer: Transfer, version: int) -> GroupCall:
         return self.ranks.receive_weights(transfer, version)
 
-    @register(Dispatch.ONE_TO_ALL)
+    @register(DispatchMode.ONE_TO_ALL)
     def push_grads(self, transfer: Transfer) -> GroupCall:
         return self.ranks.push_grads(transfer)
 
-    @register(Dispatch.ONE_TO_ALL)
+    @register(DispatchMode.ONE_TO_ALL)
     def collect_grads(self, transfer: Transfer) -> GroupCall:
         return self.ranks.collect_grads(transfer)
 
-    @register(Dispatch.RANK_ZERO)
+    @register(DispatchMode.RANK_ZERO)
     def optimizer_step(self, max_grad_norm: float | None, grad_scale: float = 1.0) -> GroupCall:
         return self.ranks.optimizer_step(max_grad_norm, grad_scale)
 
-    @register(Dispatch.RANK_ZERO)
+    @register(DispatchMode.RANK_ZERO)
     def save_checkpoint(self, folder: str, version: int) -> GroupCall:
         return self.ranks.save_checkpoint(folder, version)
 
-    @register(Dispatch.RANK_ZERO)
+    @register(DispatchMode.RANK_ZERO)
     def load_checkpoint(self, folder: str) -> GroupCall:
         return self.ranks.load_checkpoint(folder)
 
-    @register(Dispatch.ONE_TO_ALL, Collect.ALL)
+    @register(DispatchMode.ONE_TO_ALL, Collect.ALL)
     def state_dict(self) -> GroupCall:
         return self.ranks.state_dict()
 
-    @register(Dispatch.ONE_TO_ALL)
+    @register(DispatchMode.ONE_TO_ALL)
     def resources(self) -> GroupCall:
         return self.ranks.resources()
 
-    @register(Dispatch.ONE_TO_ALL)
+    @register(DispatchMode.ONE_TO_ALL)
     async def close(self) -> None:
         try:
             await self.ranks.close()

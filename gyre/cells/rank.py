@@ -43,7 +43,7 @@ from gyre.replica.sharding import (
 )
 from gyre.replica.step import StepConfig
 from gyre.replica.transfer import GroupRegistry, Transfer, reduce_sum
-from gyre.single_controller import Collect, Dispatch, register
+from gyre.single_controller import Collect, DispatchMode, register
 
 
 class CellRank(ServesEngine):
@@ -83,20 +83,20 @@ class CellRank(ServesEngine):
         return Replica.build(self.cfg.model_path, dtype=self.cfg.dtype, device=self.cfg.device, mesh=self.mesh,
                              reference_path=self.cfg.reference_path, reshard_after_forward=self.cfg.reshard_after_forward)
 
-    @register(Dispatch.ONE_TO_ALL)
+    @register(DispatchMode.ONE_TO_ALL)
     def ping(self) -> str:
         return f"{self.cfg.cell_id}/{self.rank}"
 
     # Engine protocol (rank 0), so the router can drive a remote cell like a local engine: ServesEngine's
     # generate / abort / export_session / import_session, and its stats --------------------------------------
 
-    @register(Dispatch.RANK_ZERO)
+    @register(DispatchMode.RANK_ZERO)
     def stats(self) -> dict[str, float]:
         return dict(self.engine.stats())
 
     # Role switches ----------------------------------------------------------------------------------
 
-    @register(Dispatch.ONE_TO_ALL, Collect.FIRST)
+    @register(DispatchMode.ONE_TO_ALL, Collect.FIRST)
     async def enter_train(self, weights_from_core: Transfer | None = None) -> float:
         """Sleep the engine and hold a training replica with the core's current weights (pulled shard by
         shard through ``weights_from_core`` unless this is the core)."""
@@ -113,7 +113,7 @@ class CellRank(ServesEngine):
         self.replica.move_optimizer(self.cfg.device)
         return time.perf_counter() - started
 
-    @register(Dispatch.ONE_TO_ALL, Collect.FIRST)
+    @register(DispatchMode.ONE_TO_ALL, Collect.FIRST)
     async def enter_rollout(self, version: int) -> float:
         """Wake the engine with the replica's weights (``version``, the driver's) unless it already holds
         them; satellites drop their training state."""
@@ -153,14 +153,14 @@ class CellRank(ServesEngine):
     def _reduce(self, transfer: Transfer, flat: torch.Tensor) -> torch.Tensor:
         return reduce_sum(self._group(transfer), flat, root=0)
 
-    @register(Dispatch.ONE_TO_ALL)
+    @register(DispatchMode.ONE_TO_ALL)
     async def send_weights(self, transfer: Transfer) -> None:
         """Root side of a weight transfer: this rank's shard in buckets, each a copy (training may go on)."""
         assert self.replica is not None
         await asyncio.to_thread(weight_sync.send, self._group(transfer), self.replica, self.layout, self.rank,
                                 self.buckets)
 
-    @register(Dispatch.ONE_TO_ALL)
+    @register(DispatchMode.ONE_TO_ALL)
     async def receive_weights(self, transfer: Transfer, version: int) -> None:
         """Take the root's weights (``version``), bucket by bucket: into the training replica if there is one
         (its engine sleeps and is loaded when the cell goes back to rollout), else into rank 0's engine."""
@@ -175,21 +175,21 @@ class CellRank(ServesEngine):
 
     # Training ---------------------------------------------------------------------------------------
 
-    @register(Dispatch.SPLIT)
+    @register(DispatchMode.SPLIT)
     async def train(self, batches: list[PackedBatch]) -> list[dict[str, float]]:
         """This rank's part of one round of micro-batches (every rank of the cell runs the round)."""
         if self.replica is None:
             raise RuntimeError(f"cell {self.cfg.cell_id} has no training replica (it is not in the trainer group)")
         return await asyncio.to_thread(self.replica.train, batches, self.loss_cfg, self.step_cfg)
 
-    @register(Dispatch.ONE_TO_ALL)
+    @register(DispatchMode.ONE_TO_ALL)
     async def push_grads(self, transfer: Transfer) -> None:
         """A satellite's gradients summed into the core's (shard to shard), then dropped here."""
         assert self.replica is not None
         await asyncio.to_thread(self._reduce, transfer, self.replica.flat_grad_shard())
         self.replica.zero_grad()
 
-    @register(Dispatch.ONE_TO_ALL)
+    @register(DispatchMode.ONE_TO_ALL)
     async def collect_grads(self, transfer: Transfer) -> None:
         """Core: the other cells' gradient sum into the inbox. It sends zeros itself, so its own gradients,
         possibly still accumulating, are never read concurrently."""
@@ -198,7 +198,7 @@ class CellRank(ServesEngine):
         total = await asyncio.to_thread(self._reduce, transfer, zeros)
         self.grad_inbox = total if self.grad_inbox is None else self.grad_inbox + total
 
-    @register(Dispatch.ONE_TO_ALL, Collect.FIRST)
+    @register(DispatchMode.ONE_TO_ALL, Collect.FIRST)
     async def optimizer_step(self, max_grad_norm: float | None, grad_scale: float = 1.0) -> dict[str, float]:
         """Core: own gradients + inbox, scaled by ``grad_scale``, clipped, step (the driver counts versions)."""
         assert self.cfg.is_core and self.replica is not None
@@ -210,7 +210,7 @@ class CellRank(ServesEngine):
 
     # Checkpoints (core) -----------------------------------------------------------------------------
 
-    @register(Dispatch.ONE_TO_ALL)
+    @register(DispatchMode.ONE_TO_ALL)
     async def save_checkpoint(self, folder: str, version: int) -> None:
         """The policy as an HF folder (whole weights gathered on rank 0: servable, evaluable, a new run's
         start) with the whole optimizer state and the weight version beside it (``trainer_state.pt``)."""
@@ -226,7 +226,7 @@ class CellRank(ServesEngine):
             await asyncio.to_thread(save_checkpoint, Path(folder), self.replica.model, load_tokenizer(self.cfg.model_path),
                                     state, state_dict=model_state, dtype=self.cfg.dtype)
 
-    @register(Dispatch.ONE_TO_ALL, Collect.FIRST)
+    @register(DispatchMode.ONE_TO_ALL, Collect.FIRST)
     async def load_checkpoint(self, folder: str) -> int:
         """Core: the checkpoint's weights and optimizer state, its weights into the engine; returns its version."""
         from gyre.replica.checkpoint import load_trainer_state, read_weights
@@ -239,20 +239,20 @@ class CellRank(ServesEngine):
         await self._load_engine(self.replica.iter_full_params(self.layout.dtype), version)
         return version
 
-    @register(Dispatch.ONE_TO_ALL, Collect.FIRST)
+    @register(DispatchMode.ONE_TO_ALL, Collect.FIRST)
     async def state_dict(self) -> dict[str, torch.Tensor]:
         """The replica's whole state dict (gathered onto rank 0)."""
         assert self.replica is not None
         return {name: t.detach().clone() for name, t in (await asyncio.to_thread(self.replica.full_model_state)).items()}
 
-    @register(Dispatch.ONE_TO_ALL)
+    @register(DispatchMode.ONE_TO_ALL)
     def resources(self) -> dict[str, int]:
         """Live transfer groups and open file descriptors of this rank's process (leak checks)."""
         return {"live_groups": self.groups.live, "groups_made": self.groups.made, "groups_ended": self.groups.ended,
                 "failed_shutdowns": self.groups.failed_shutdowns,
                 "open_fds": len(os.listdir("/proc/self/fd")) if os.path.isdir("/proc/self/fd") else -1}
 
-    @register(Dispatch.ONE_TO_ALL)
+    @register(DispatchMode.ONE_TO_ALL)
     async def close(self) -> None:
         if self.engine is not None:
             await self.engine.close()

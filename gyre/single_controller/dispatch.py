@@ -1,7 +1,7 @@
 """How a group call reaches its members and how their results come back, declared on the worker's method.
 
     class Rank:
-        @register(Dispatch.SPLIT)
+        @register(DispatchMode.SPLIT)
         def train(self, batches): ...          # group.train(batches): each member gets its part
 
 A ``WorkerGroup`` reads the mode of the method it is asked to call and applies it; the driver writes
@@ -31,7 +31,10 @@ from typing import Any
 ATTRIBUTE = "__gyre_dispatch__"
 
 
-class Dispatch(str, Enum):
+class DispatchMode(str, Enum):
+    """How a group call reaches a worker group's members (the scheduler's ``Dispatch`` action, which starts
+    executions, is another thing)."""
+
     ONE_TO_ALL = "one_to_all"
     SPLIT = "split"
     PER_MEMBER = "per_member"
@@ -46,28 +49,28 @@ class Collect(str, Enum):
 
 
 DEFAULT_COLLECT = {
-    Dispatch.ONE_TO_ALL: Collect.ALL,
-    Dispatch.SPLIT: Collect.CONCAT,
-    Dispatch.PER_MEMBER: Collect.ALL,
-    Dispatch.RANK_ZERO: Collect.FIRST,
-    Dispatch.STREAM: Collect.CONCAT,
+    DispatchMode.ONE_TO_ALL: Collect.ALL,
+    DispatchMode.SPLIT: Collect.CONCAT,
+    DispatchMode.PER_MEMBER: Collect.ALL,
+    DispatchMode.RANK_ZERO: Collect.FIRST,
+    DispatchMode.STREAM: Collect.CONCAT,
 }
 
 
-def register(dispatch: Dispatch, collect: Collect | None = None) -> Callable[[Callable], Callable]:
+def register(dispatch: DispatchMode, collect: Collect | None = None) -> Callable[[Callable], Callable]:
     """Declare how a group call of the decorated method is dispatched and collected."""
 
-    if Dispatch(dispatch) == Dispatch.STREAM and collect not in (None, Collect.CONCAT):
+    if DispatchMode(dispatch) == DispatchMode.STREAM and collect not in (None, Collect.CONCAT):
         raise ValueError("a STREAM call joins the result lists of its takes (Collect.CONCAT); it has no other collect")
 
     def mark(method: Callable) -> Callable:
-        setattr(method, ATTRIBUTE, (Dispatch(dispatch), Collect(collect or DEFAULT_COLLECT[Dispatch(dispatch)])))
+        setattr(method, ATTRIBUTE, (DispatchMode(dispatch), Collect(collect or DEFAULT_COLLECT[DispatchMode(dispatch)])))
         return method
 
     return mark
 
 
-def mode_of(worker_cls: type, method: str) -> tuple[Dispatch, Collect]:
+def mode_of(worker_cls: type, method: str) -> tuple[DispatchMode, Collect]:
     """The declared mode of ``worker_cls.method``; a clear error for a method a group cannot call."""
     name = getattr(worker_cls, "__name__", repr(worker_cls))  # a Ray ActorClass has no __name__
     function = getattr(worker_cls, method, None)
@@ -90,15 +93,15 @@ def split_evenly(items: Sequence[Any], parts: int) -> list[list[Any]]:
     return chunks
 
 
-def arguments(dispatch: Dispatch, members: int, args: tuple, kwargs: dict) -> list[tuple[tuple, dict]]:
+def arguments(dispatch: DispatchMode, members: int, args: tuple, kwargs: dict) -> list[tuple[tuple, dict]]:
     """Each member's (args, kwargs) under ``dispatch`` (all but ``STREAM``, which hands out items itself)."""
-    if dispatch in (Dispatch.ONE_TO_ALL, Dispatch.RANK_ZERO):
-        return [(args, kwargs)] * (1 if dispatch == Dispatch.RANK_ZERO else members)
-    if dispatch == Dispatch.SPLIT:
+    if dispatch in (DispatchMode.ONE_TO_ALL, DispatchMode.RANK_ZERO):
+        return [(args, kwargs)] * (1 if dispatch == DispatchMode.RANK_ZERO else members)
+    if dispatch == DispatchMode.SPLIT:
         if not args:
             raise TypeError("a SPLIT call needs its list as the first positional argument")
         return [((part, *args[1:]), kwargs) for part in split_evenly(args[0], members)]
-    if dispatch == Dispatch.PER_MEMBER:
+    if dispatch == DispatchMode.PER_MEMBER:
         for arg in args:
             if len(arg) != members:
                 raise ValueError(f"a PER_MEMBER call needs one entry per member ({members}), got {len(arg)}")

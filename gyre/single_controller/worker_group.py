@@ -22,7 +22,7 @@ from typing import Any
 
 import ray
 
-from gyre.single_controller.dispatch import Collect, Dispatch, arguments, collect, mode_of
+from gyre.single_controller.dispatch import Collect, DispatchMode, arguments, collect, mode_of
 from gyre.single_controller.membership import Membership
 from gyre.single_controller.stream import StreamCall
 
@@ -141,7 +141,7 @@ class WorkerGroup:
         dispatch, how = mode_of(self.worker_cls, method)
 
         def call(*args: Any, **kwargs: Any) -> GroupCall | StreamCall:
-            if dispatch == Dispatch.STREAM:
+            if dispatch == DispatchMode.STREAM:
                 if not args:
                     raise TypeError(f"a STREAM call of {method} needs its list of items as the first argument")
                 return self._stream(method, list(args[0]), args[1:], kwargs)
@@ -156,7 +156,7 @@ class WorkerGroup:
 
     def stream(self, method: str, items: list[Any], *args: Any, **kwargs: Any) -> StreamCall:
         """An open-ended ``STREAM`` call of ``method``: ``items`` now, more ``put`` later, ended by ``close``."""
-        if mode_of(self.worker_cls, method)[0] != Dispatch.STREAM:
+        if mode_of(self.worker_cls, method)[0] != DispatchMode.STREAM:
             raise TypeError(f"{method} is not registered as a STREAM call")
         return self._stream(method, list(items), args, kwargs, open_ended=True)
 

@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from gyre.single_controller import Dispatch, Membership, MembershipError, WorkerGroup, register
+from gyre.single_controller import DispatchMode, Membership, MembershipError, WorkerGroup, register
 
 
 def test_a_move_is_planned_then_leaves_then_enters_with_time_in_each_state():
@@ -47,13 +47,13 @@ class Worker:
     def __init__(self, name: str):
         self.name, self.done = name, []
 
-    @register(Dispatch.STREAM)
+    @register(DispatchMode.STREAM)
     async def work(self, items: list[int]) -> list[int]:
         await asyncio.sleep(0.02)
         self.done += items
         return items
 
-    @register(Dispatch.ONE_TO_ALL)
+    @register(DispatchMode.ONE_TO_ALL)
     async def who(self) -> str:
         return self.name
 

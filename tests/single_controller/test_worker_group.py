@@ -12,7 +12,7 @@ import time
 import pytest
 import ray
 
-from gyre.single_controller import Collect, Dispatch, GroupCall, StreamCall, WorkerGroup, register, split_evenly
+from gyre.single_controller import Collect, DispatchMode, GroupCall, StreamCall, WorkerGroup, register, split_evenly
 
 
 class Worker:
@@ -34,45 +34,45 @@ class Worker:
     def unregistered(self) -> str:
         return self.name
 
-    @register(Dispatch.ONE_TO_ALL)
+    @register(DispatchMode.ONE_TO_ALL)
     def who(self, suffix: str = "") -> str:
         self.log.append(("who", suffix))
         return self.name + suffix
 
-    @register(Dispatch.ONE_TO_ALL)
+    @register(DispatchMode.ONE_TO_ALL)
     def slow(self, seconds: float) -> str:
         self.log.append(("slow", seconds))
         time.sleep(seconds)
         return self.name
 
-    @register(Dispatch.SPLIT)
+    @register(DispatchMode.SPLIT)
     def double(self, items: list[int], factor: int = 2) -> list[tuple[str, int]]:
         self.log.append(("double", list(items), factor))
         return [(self.name, factor * x) for x in items]
 
-    @register(Dispatch.SPLIT, Collect.ALL)
+    @register(DispatchMode.SPLIT, Collect.ALL)
     def parts(self, items: list[int]) -> list[int]:
         return list(items)
 
-    @register(Dispatch.PER_MEMBER)
+    @register(DispatchMode.PER_MEMBER)
     def pair(self, a, b, sep: str = "-") -> str:
         self.log.append(("pair", a, b))
         return f"{self.name}:{a}{sep}{b}"
 
-    @register(Dispatch.RANK_ZERO)
+    @register(DispatchMode.RANK_ZERO)
     def step(self, n: int) -> tuple[str, int]:
         self.steps += n
         return self.name, self.steps
 
-    @register(Dispatch.ONE_TO_ALL, Collect.FIRST)
+    @register(DispatchMode.ONE_TO_ALL, Collect.FIRST)
     def same(self) -> str:
         return self.name
 
-    @register(Dispatch.ONE_TO_ALL, Collect.CONCAT)
+    @register(DispatchMode.ONE_TO_ALL, Collect.CONCAT)
     def listed(self) -> list[str]:
         return [self.name, self.name.upper()]
 
-    @register(Dispatch.STREAM)
+    @register(DispatchMode.STREAM)
     def work(self, items: list[int]) -> list[tuple[str, int]]:
         self.log.append(("work", list(items)))
         time.sleep(self.delay)
@@ -95,7 +95,7 @@ class Local:
         self.finished: list[int] = []
         self.gate: asyncio.Event | None = None  # when set, each take waits for it
 
-    @register(Dispatch.STREAM)
+    @register(DispatchMode.STREAM)
     async def work(self, items: list[int]) -> list[tuple[str, int]]:
         self.taken.append(list(items))
         await asyncio.sleep(self.delay)
@@ -106,12 +106,12 @@ class Local:
         self.finished.extend(items)
         return [(self.name, x) for x in items]
 
-    @register(Dispatch.ONE_TO_ALL)
+    @register(DispatchMode.ONE_TO_ALL)
     async def who(self) -> str:
         await asyncio.sleep(0.01)
         return self.name
 
-    @register(Dispatch.SPLIT)
+    @register(DispatchMode.SPLIT)
     def plain(self, items: list[int]) -> list[str]:  # not a coroutine: its result is awaited all the same
         return [f"{self.name}{x}" for x in items]
 
@@ -123,11 +123,11 @@ class Pair:
         self.ranks = WorkerGroup(f"{name}/ranks", Worker, actors)
         self.stream_width = len(actors)
 
-    @register(Dispatch.STREAM)
+    @register(DispatchMode.STREAM)
     def work(self, items: list[int]) -> GroupCall:
         return self.ranks.double(items, factor=10)
 
-    @register(Dispatch.RANK_ZERO)
+    @register(DispatchMode.RANK_ZERO)
     def step(self, n: int) -> GroupCall:
         return self.ranks.step(n)
 
@@ -492,7 +492,7 @@ def test_stream_call_without_items_is_a_clear_error():
     with pytest.raises(TypeError, match="needs its list of items"):
         group.work()
     with pytest.raises(ValueError, match="STREAM call joins"):
-        register(Dispatch.STREAM, Collect.ALL)
+        register(DispatchMode.STREAM, Collect.ALL)
 
 
 def test_stream_failing_ray_member_fails_the_call(actors):
