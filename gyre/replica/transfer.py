@@ -5,12 +5,13 @@ sends its gradients to the core, the core sends new weights to every other cell.
 rank r of every cell taking part joins the group of rank r, so a cell of N ranks moves its N shards over N
 groups at once, each shard flat in the model's dtype.
 
-Groups belong to a version of the driver's membership record (``gyre.single_controller.Membership``):
-``ProcessGroupGloo`` (CPU) or ``ProcessGroupNCCL`` (GPU) over a ``PrefixStore`` named after the version,
+Groups belong to an epoch of the cluster (``Cluster.epoch``: it counts the bulk role switches, one per
+``Cluster.switch_many``, not the changes of the membership record's ``Membership.version``):
+``ProcessGroupGloo`` (CPU) or ``ProcessGroupNCCL`` (GPU) over a ``PrefixStore`` named after the epoch,
 the purpose, the cells and the rank, on one TCPStore the driver hosts. A group is made the first time a
-transfer needs it and serves every later transfer of the same purpose and cells while that version lasts
-(steps with no role change in between share their weight-sync group). The first transfer of a newer version
-that reaches a rank shuts down that rank's groups of older versions (``GroupRegistry``): live groups stay
+transfer needs it and serves every later transfer of the same purpose and cells while that epoch lasts
+(steps with no role change in between share their weight-sync group). The first transfer of a newer epoch
+that reaches a rank shuts down that rank's groups of older epochs (``GroupRegistry``): live groups stay
 bounded however many switches a run makes.
 """
 
@@ -32,10 +33,10 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class Transfer:
-    """Who takes part in one movement (the root first: it sends, or receives a reduction), under which
-    membership version, and where the store is."""
+    """Who takes part in one movement (the root first: it sends, or receives a reduction), in which epoch
+    of the cluster, and where the store is."""
 
-    version: int
+    epoch: int  # the cluster's epoch (``Cluster.epoch``): bulk role switches so far; its groups end with it
     purpose: str  # join | leave | reduce | sync: groups of different purposes never mix
     cells: tuple[str, ...]
     host: str
@@ -52,7 +53,7 @@ class Transfer:
 
     def group_name(self, local_rank: int) -> str:
         members = hashlib.sha1(",".join(self.cells).encode()).hexdigest()[:12]
-        return f"gyre/m{self.version}/{self.purpose}/{members}/r{local_rank}"
+        return f"gyre/m{self.epoch}/{self.purpose}/{members}/r{local_rank}"
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -85,7 +86,7 @@ def make_group(name: str, rank: int, world_size: int, host: str, port: int, back
 
 
 class GroupRegistry:
-    """One process's transfer groups, by name; groups of a membership version end when a newer one arrives."""
+    """One process's transfer groups, by name; groups of a cluster epoch end when a newer one arrives."""
 
     def __init__(self) -> None:
         self._groups: dict[str, tuple[int, dist.ProcessGroup]] = {}
@@ -95,7 +96,7 @@ class GroupRegistry:
         self.failed_shutdowns = 0
 
     def group(self, transfer: Transfer, cell_id: str, local_rank: int) -> dist.ProcessGroup:
-        self.end_before(transfer.version)
+        self.end_before(transfer.epoch)
         name = transfer.group_name(local_rank)
         with self._lock:
             known = self._groups.get(name)
@@ -105,13 +106,13 @@ class GroupRegistry:
         group = make_group(name, transfer.rank_of(cell_id), transfer.world_size, transfer.host, transfer.port,
                            transfer.backend, transfer.timeout_s)
         with self._lock:
-            self._groups[name] = (transfer.version, group)
+            self._groups[name] = (transfer.epoch, group)
             self.made += 1
         return group
 
-    def end_before(self, version: int) -> None:
-        """Shut down every group of a membership version older than ``version``."""
-        self._end(lambda v: v < version)
+    def end_before(self, epoch: int) -> None:
+        """Shut down every group of a cluster epoch older than ``epoch``."""
+        self._end(lambda e: e < epoch)
 
     def close(self) -> None:
         self._end(lambda v: True)

@@ -60,7 +60,7 @@ class Cluster:
         self.cfg = cfg
         self.routing = routing
         self.store, self.port = host_store(cfg.host)
-        self.epoch = 0  # membership epoch: every bulk switch starts one (transfer groups belong to it)
+        self.epoch = 0  # bulk role switches so far (transfer groups belong to an epoch); not Membership.version
         self.ids = [f"cell{i}" for i in range(cfg.cells)]
         self.core_id = self.ids[0]
         self.cells = {
