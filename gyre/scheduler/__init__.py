@@ -1,4 +1,5 @@
-"""Scheduling policies (pure: no clock, no I/O) shared by the driver and the simulator, and the park rule
+"""Scheduling policies (no clock, no I/O; async and elastic remember some of their own decisions: see
+``gyre.scheduler.policies``) shared by the driver and the simulator, and the park rule
 shared by the router and the simulator."""
 
 from gyre.scheduler.parking import ParkRule

@@ -1,4 +1,4 @@
-"""Scheduling policies: pure functions from an observed ``SchedulerState`` to a list of actions.
+"""Scheduling policies: from an observed ``SchedulerState`` to a list of actions, with no clock and no I/O.
 
 - ``colocate``: every cell rolls out the step's batch, then every cell trains, then all roll out again with
   the new weights. Synchronous and on-policy; the whole cluster waits for the slowest execution.
@@ -15,6 +15,17 @@
   Once the rate at which executions become trainable is measured, moves are timed against the wait for the next batch: a cell goes back to
   rollout only if it can return before the batch is ready, and the step's trainers move one join time ahead
   of it. Executions are never interrupted: the router moves their sessions. Details in ``ElasticPolicy``.
+
+State. The policies are not pure functions: two remember a little of their own earlier decisions, which the
+observed state does not hold (one policy object serves one run, driver or simulator, deciding in order):
+
+- ``AsyncPolicy._rollout``: the ids of the rollout cells (the first ``rollout_cells`` live satellites at its
+  first decision), kept for the run: the split is fixed (chosen again from a later state, it would move
+  cells between the pools whenever a satellite died).
+- ``ElasticPolicy._moved``: cell id -> (phase, role) of the last move it issued for that cell; hysteresis
+  (a cell that joined training in a phase stays until the phase ends) reads it (``_joined_in``).
+
+``ColocatePolicy`` keeps nothing: its decision is a function of the state alone.
 
 Staleness. ``max_staleness`` batches of look-ahead may be in flight beyond the batch being generated.
 With ``stale_policy=keep`` (the default) every execution is trained however long it ran, corrected by the
