@@ -129,6 +129,7 @@ def run(cfg: DictConfig) -> int:
     from gyre.proxy.server import ProxyServer, build_proxy
     from gyre.tracking import Tracker
     from gyre.trainer.cluster import Cluster
+    from gyre.trainer.figures import plot_timeline
     from gyre.trainer.fit import Driver
 
     run_dir = Path(cfg.run_dir).resolve()
@@ -204,7 +205,7 @@ def run(cfg: DictConfig) -> int:
                                 val_tasks=val_tasks, progress=ProgressLine())
                 try:
                     steps = await driver.run()
-                    driver.plot_timeline()
+                    plot_timeline(driver)
                     return steps
                 finally:
                     await pool.close()

@@ -3,12 +3,14 @@
 Rollout and training overlap: executions run as harness subprocesses talking to the proxy (served from its
 own thread), role switches and training steps run as tasks on this loop, and every loop iteration hands
 the policy a fresh ``SchedulerState``. The policy decides; this module only applies.
+
+What a step records lives beside it: ``step_metrics`` (the logged metrics), ``validation`` (held-out
+validation), ``figures`` (curves, validation and timeline plots), ``checkpoints`` (save and resume).
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import math
 import time
@@ -16,8 +18,6 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-
-import numpy as np
 
 from gyre.harness.execution import is_scorable
 from gyre.protocol import Execution
@@ -34,9 +34,13 @@ from gyre.scheduler.policies import Policy
 from gyre.scheduler.rate import ReadyRate
 from gyre.single_controller import MembershipError
 from gyre.trainer.buffer import ExecutionBuffer, Group, TaskSampler
+from gyre.trainer.checkpoints import resume, save
+from gyre.trainer.figures import earlier_curve_rows, plot_curves, plot_timeline
 from gyre.trainer.metrics import logged_train_metrics
-from gyre.trainer.timeline import TimelineLog
 from gyre.trainer.observe import group_actions, scheduler_state
+from gyre.trainer.step_metrics import model_seconds, step_metrics
+from gyre.trainer.timeline import TimelineLog
+from gyre.trainer.validation import validate
 from gyre.trajectory import pack_trees
 from gyre.trajectory.processor import TrajectoryConfig, process_executions
 
@@ -58,32 +62,6 @@ class LoopConfig:
     poll_s: float = 0.2  # how often the loop re-observes when nothing happened
     resume: bool = False
     seed: int = 0
-
-
-def rewards_by_domain(executions: list[Execution]) -> dict[str, list[float]]:
-    by_domain: dict[str, list[float]] = defaultdict(list)
-    for execution in executions:
-        by_domain[execution.domain or "unknown"].append(execution.reward)
-    return dict(by_domain)
-
-
-def model_seconds(execution: Execution) -> float:
-    """Seconds an execution spent inside model calls, as the proxy timed them (calls run one at a time)."""
-    return float(sum(call.timings.get("proxy_total_s", call.timings.get("total_s", 0.0)) for call in execution.calls))
-
-
-def tree_shape(executions: list[Execution]) -> dict[str, float]:
-    """How the executions' calls branch: ``paths_mean`` (root-to-leaf paths per execution: sub-agents,
-    summaries and retries each open one) and ``shared_token_fraction`` (share of the tokens per-path training
-    would compute that the prefix-shared trees compute once)."""
-    from gyre.trajectory import build_tree
-
-    trees = [build_tree(e.calls, e.id) for e in executions if e.calls]
-    if not trees:
-        return {}
-    path_tokens = sum(tree.path_token_count() for tree in trees)
-    return {"paths_mean": float(np.mean([tree.num_paths for tree in trees])),
-            "shared_token_fraction": 1.0 - sum(tree.num_tokens for tree in trees) / path_tokens}
 
 
 @dataclass
@@ -283,145 +261,24 @@ class Driver:
         executions = self._executions(groups)
         metrics["executions/streamed_in"] = intake.streamed
         staleness = [version - group.version for group in groups for _ in group.finished]
-        metrics.update(self._step_metrics(executions, staleness))
+        metrics.update(step_metrics(self, executions, staleness))
+        self.finished_log = []
         self.steps_done += 1
         self.last_step_end = time.perf_counter()
         # Checkpoint before logging: a step that was logged is never trained again after a resume. The last
         # step always saves, so a finished run's checkpoints/latest is its final policy.
         last = self.steps_done == self.cfg.total_steps
         if self.cfg.save_every and (self.steps_done % self.cfg.save_every == 0 or last):
-            await self.save()
+            await save(self)
         self.tracker.log(metrics, step=self.steps_done)
         self.curve_rows.append({"step": self.steps_done, **metrics})
         self.intake = None
-        self.plot_curves()
+        plot_curves(self)
         if self.cfg.timeline_every and self.steps_done % self.cfg.timeline_every == 0:
-            self.plot_timeline()
+            plot_timeline(self)
         if self.cfg.val_every and self.val_tasks and (self.steps_done % self.cfg.val_every == 0 or last):
-            self.validations.add(asyncio.ensure_future(self.validate(self.steps_done)))
+            self.validations.add(asyncio.ensure_future(validate(self, self.steps_done)))
         self.training = None
-
-    def _step_metrics(self, executions: list[Execution], staleness: list[int]) -> dict[str, Any]:
-        """Rollout, reward, staleness and cell-time metrics of a step (the trainer's own come from
-        ``logged_train_metrics``)."""
-        metrics: dict[str, Any] = {}
-        rewards = np.asarray([e.reward for e in executions])
-        metrics["reward/mean"] = float(rewards.mean())
-        metrics["pass_rate"] = float((rewards >= 1.0).mean())
-        for domain, values in rewards_by_domain(executions).items():
-            metrics[f"reward/{domain}"] = float(np.mean(values))
-            metrics[f"pass_rate/{domain}"] = float(np.mean(np.asarray(values) >= 1.0))
-        statuses = [e.status for e in executions]
-        metrics["executions/trained"] = sum(1 for e in executions if e.calls)
-        metrics["executions/no_calls"] = sum(1 for e in executions if not e.calls)  # left out (trajectory.processor)
-        metrics["executions/timeout"] = statuses.count("timeout")
-        metrics["executions/crashed"] = statuses.count("crashed")
-        nodes = {e.reward_detail["node_id"] for e in executions if "node_id" in e.reward_detail}
-        if nodes:  # cluster.execution_nodes > 0: on how many nodes the step's executions ran
-            metrics["executions/nodes"] = len(nodes)
-        metrics["executions/partial"] = int(((rewards > 0) & (rewards < 1)).sum())
-        metrics["executions/finished_since_last_step"] = len(self.finished_log)
-        # Each execution finished since the last step (possibly none: a step can train on executions that
-        # finished before the previous one ended): its wall time, split into model-call time and the rest
-        # (tools, harness start-up, scoring), and its calls. Same order in every list; the simulator's
-        # calibration fits them.
-        timed = [f for f in self.finished_log if math.isfinite(f["seconds"])]
-        metrics["rollout/execution_time_s"] = [f["seconds"] for f in timed]
-        metrics["rollout/model_time_s"] = [f["model_seconds"] for f in timed]
-        metrics["rollout/tool_time_s"] = [max(0.0, f["seconds"] - f["model_seconds"]) for f in timed]
-        metrics["rollout/execution_calls"] = [f["calls"] for f in timed]
-        if timed:
-            metrics["rollout/execution_time_mean_s"] = float(np.mean(metrics["rollout/execution_time_s"]))
-        metrics["rollout/calls_per_execution"] = [len(e.calls) for e in executions]
-        # Wall seconds of each execution this step trained (benchmarks/schedulers.py: work trained per hour,
-        # and its length bias against rollout/execution_time_s, every execution that finished)
-        metrics["train/execution_time_s"] = [e.reward_detail.get("wall_s", float("nan")) for e in executions]
-        metrics["rollout/calls_per_execution_mean"] = float(np.mean([len(e.calls) for e in executions]))
-        # How the step's executions branched, before trajectory.max_paths (what was trained: tokens/*)
-        metrics.update({f"trees/{key}": value for key, value in tree_shape(executions).items()})
-        self.finished_log = []
-        metrics["staleness/mean"] = float(np.mean(staleness)) if staleness else 0.0
-        metrics["staleness/max"] = int(max(staleness)) if staleness else 0
-        metrics["step_time_s"] = time.perf_counter() - self.last_step_end
-        metrics["dropped_stale"] = self.buffer.dropped_stale
-        metrics["aborted_stale"] = self.buffer.aborted
-        metrics["unscorable"] = self.buffer.unscorable
-        metrics["executions/lost"] = self.lost
-        for cell, roles in self.cluster.seconds_in_roles().items():
-            for role, secs in roles.items():
-                metrics[f"cells/{cell}/{role}_s"] = secs
-        total = sum(self.role_seconds.values())
-        if total:
-            metrics["idle_fraction"] = sum(self.idle_seconds.values()) / total
-            for role in self.role_seconds:
-                if self.role_seconds[role]:
-                    metrics[f"idle_fraction/{role}"] = self.idle_seconds[role] / self.role_seconds[role]
-        switches = self.cluster.switch_log
-        for kind in ("rollout_to_train_s", "train_to_rollout_s"):
-            values = [s["seconds"] for s in switches if s["kind"] == kind]
-            if values:
-                metrics[f"switch/{kind}"] = float(np.mean(values))
-        metrics["switch/count"] = len(switches)
-        metrics["cells"] = len(self.cluster.ids)
-        metrics["cells/capacity"] = self.cluster.cfg.capacity
-        metrics["group_size"] = self.cfg.group_size
-        cfg = self.policy.cfg
-        metrics["scheduler"] = {"name": self.policy.name, "batch_size": cfg.batch_size,
-                                "max_staleness": cfg.max_staleness, "stale_policy": cfg.stale_policy,
-                                "rollout_cells": cfg.rollout_cells}
-        return metrics
-
-    async def validate(self, step: int) -> dict[str, Any]:
-        """Every held-out task ``val_samples`` times with the current weights (never trained on); logged as
-        ``val/*`` at ``step`` and plotted into ``val_curve.png``. ``val/pass_rate`` counts full credit (with
-        its 95% Wilson interval ``val/pass_rate_ci``), ``val/score`` is the mean reward (partial credit
-        included). ``val/planned`` executions were started and ``val/executions`` scored: a benchmark must
-        not read a pass rate whose denominator shrank (`gyre.trainer.intervals.check_complete`)."""
-        from gyre.trainer.intervals import wilson
-
-        version = self.cluster.version
-        futures = [self.pool.submit(task, group=f"val-{step}", sample_index=index)
-                   for task in self.val_tasks for index in range(self.cfg.val_samples)]
-        everything = await asyncio.gather(*futures)
-        executions = [e for e in everything if is_scorable(e)]
-        rewards = np.asarray([e.reward for e in executions], dtype=float)
-        passes = int((rewards >= 1.0).sum())
-        metrics: dict[str, Any] = {
-            "val/pass_rate": float((rewards >= 1.0).mean()) if rewards.size else float("nan"),
-            "val/pass_rate_ci": list(wilson(passes, rewards.size)) if rewards.size else [float("nan")] * 2,
-            "val/passes": passes,
-            "val/score": float(rewards.mean()) if rewards.size else float("nan"),
-            "val/rewards": [float(r) for r in rewards],  # per execution, for intervals of differences
-            "val/planned": len(futures),
-            "val/unscorable": len(everything) - len(executions),
-            "val/executions": len(executions),
-            "val/step": step,  # the training steps behind the validated weights
-            "val/policy_version": version,
-            # Weights that served the calls: other than ``version`` only if training moved on meanwhile.
-            "val/call_versions": sorted({call.weight_version for e in executions for call in e.calls}),
-        }
-        for domain, values in rewards_by_domain(executions).items():
-            metrics[f"val/pass_rate/{domain}"] = float(np.mean(np.asarray(values) >= 1.0))
-            metrics[f"val/score/{domain}"] = float(np.mean(values))
-        metrics.update({f"val/{key}": value for key, value in tree_shape(executions).items()})
-        self.val_history.append({"step": step, **metrics})
-        self.val_history.sort(key=lambda row: row["step"])
-        self.tracker.log(metrics, step=max(step, self.steps_done))
-        self.curve_rows.append({"step": max(step, self.steps_done), **metrics})
-        self.plot_validation()
-        self.plot_curves()
-        return metrics
-
-    def plot_validation(self) -> Path:
-        """Held-out pass rate and score against the training step: ``<run_dir>/val_curve.png`` (and wandb)."""
-        from gyre.plots import plot_curves
-
-        steps = [row["step"] for row in self.val_history]
-        series = {"pass rate (full credit)": [row["val/pass_rate"] for row in self.val_history],
-                  "score (mean reward)": [row["val/score"] for row in self.val_history]}
-        path = plot_curves(self.run_dir / "val_curve.png", steps, series, title="held-out validation", ylabel="fraction")
-        self.tracker.log_image("val_curve", path, self.steps_done)
-        return path
 
     # Idle accounting --------------------------------------------------------------------------------
 
@@ -441,77 +298,16 @@ class Driver:
             elif view.role in (Role.SWITCHING, Role.IDLE):
                 self.idle_seconds[role] += seconds
 
-    # Checkpoints and plots --------------------------------------------------------------------------
-
-    def plot_timeline(self) -> Path:
-        """Every cell's roles over the whole run, earlier sessions of a resumed run included:
-        ``<run_dir>/timeline.png`` (and wandb), from ``timeline.jsonl``."""
-        from gyre.plots import plot_timeline
-
-        self.timeline.record(self.cluster.membership.timeline, seen=True)
-        timelines, resumes = self.timeline.load()
-        path = plot_timeline(timelines, time.time(), self.run_dir / "timeline.png", resumes=resumes,
-                             title=f"cell roles ({self.policy.name}), step {self.steps_done}")
-        self.tracker.log_image("timeline", path, self.steps_done)
-        return path
-
-    def plot_curves(self) -> Path:
-        """Reward, pass rate, loss and step time against the step: ``<run_dir>/curves.png``, redrawn each step."""
-        from gyre.plots import plot_run_curves
-
-        return plot_run_curves(self.curve_rows, self.run_dir / "curves.png",
-                               title=f"{self.policy.name}, step {self.steps_done}")
-
-    def _earlier_curve_rows(self) -> list[dict[str, Any]]:
-        """The rows a resumed run logged before (its metrics.jsonl, when the jsonl backend wrote one)."""
-        path = self.run_dir / "metrics.jsonl"
-        if not path.is_file():
-            return []
-        rows = []
-        for line in path.read_text().splitlines():
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError:
-                continue  # a line cut short by a killed process
-            if row.get("step", math.inf) <= self.steps_done:
-                rows.append(row)
-        return rows
-
-    async def save(self) -> None:
-        """An HF folder of the policy + optimizer (the core's), with the driver's position beside it; ``latest``
-        moves only once the whole checkpoint is written."""
-        from gyre.replica.checkpoint import mark_latest, step_folder
-
-        folder = step_folder(self.run_dir / "checkpoints", self.steps_done)
-        await self.cluster.save(str(folder))
-        driver = {"steps_done": self.steps_done, "sampler_position": self.sampler.position,
-                  "version": self.cluster.version}
-        (folder / "driver.json").write_text(json.dumps(driver))
-        mark_latest(folder)
-
-    async def resume(self) -> bool:
-        from gyre.replica.checkpoint import latest_checkpoint
-
-        folder = latest_checkpoint(self.run_dir / "checkpoints")
-        if folder is None:
-            return False
-        driver = json.loads((folder / "driver.json").read_text())
-        await self.cluster.load(str(folder))
-        self.steps_done = driver["steps_done"]
-        self.sampler.position = driver["sampler_position"]
-        log.info("resumed from %s: step %d, policy version %d", folder, self.steps_done, self.cluster.version)
-        return True
-
     # The loop ---------------------------------------------------------------------------------------
 
     async def run(self) -> int:
-        resumed = await self.resume() if self.cfg.resume else False
+        resumed = await resume(self) if self.cfg.resume else False
         self.timeline.start(keep=resumed)
         if resumed:
-            self.curve_rows = self._earlier_curve_rows()
+            self.curve_rows = earlier_curve_rows(self)
         await self.cluster.start_rollout()
         if self.cfg.val_every and self.val_tasks and self.cfg.val_at_start and not resumed:
-            await self.validate(0)  # the starting policy, before any training (a clean "before" figure)
+            await validate(self, 0)  # the starting policy, before any training (a clean "before" figure)
         last = time.perf_counter()
         while not (self.steps_done >= self.cfg.total_steps and self.training is None):
             self.apply_all(self.policy.decide(self.observe()))
