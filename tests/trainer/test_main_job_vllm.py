@@ -32,7 +32,10 @@ def run_dir(tmp_path_factory) -> Path:
     run_dir = tmp_path_factory.mktemp("vllm-run") / "run"
     overrides = [
         "+recipe=deepswe", "rollout=vllm", f"model.path={VLLM_CPU_MODEL}", f"run_dir={run_dir}",
-        "scheduler=elastic", "trainer.total_steps=2", "cluster.cells=2", "scheduler.batch_size=4",
+        # max_staleness=0: step 2's batch is generated after step 1's weights are loaded, so some calls carry
+        # version 1 however fast the machine (with look-ahead every call may finish on version 0)
+        "scheduler=elastic", "scheduler.max_staleness=0", "trainer.total_steps=2", "cluster.cells=2",
+        "scheduler.batch_size=4",
         "trainer.group_size=2", "trainer.lr=1e-3", "algo.entropy_coef=0.01",
         "rollout.dtype=float32", "rollout.max_cached_tokens=65536", "rollout.enforce_eager=true",
         "harness.max_turns=4", "harness.progress=false", "tracking.backends=[jsonl]",
