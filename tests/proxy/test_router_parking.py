@@ -17,12 +17,7 @@ from gyre.rollout.scripted import ScriptedEngine
 GREEDY = SamplingParams(temperature=0.0, max_new_tokens=8)
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_torch_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")  # tests/conftest.py
 
 
 class ParkRecorder:

@@ -16,12 +16,7 @@ GREEDY = SamplingParams(temperature=0.0, max_new_tokens=12)
 SEEDED = SamplingParams(temperature=1.0, top_p=0.9, max_new_tokens=12, seed=7)
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_torch_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")  # tests/conftest.py
 
 
 def prompt(length: int, seed: int) -> list[int]:

@@ -24,14 +24,7 @@ from gyre.rollout.hf import HFEngine
 GREEDY = SamplingParams(temperature=0.0, max_new_tokens=16)
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_torch_thread():
-    """The tiny model gains nothing from intra-op threads, and on a shared 2-core box OpenMP spin-waits
-    make them ~50x slower; restore the setting for other test modules."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")  # tests/conftest.py
 
 
 @pytest.fixture(scope="module")
