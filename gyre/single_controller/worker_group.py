@@ -46,12 +46,14 @@ class GroupCall:
 
 class WorkerGroup:
     def __init__(self, name: str, worker_cls: type, members: Sequence[Any] | Mapping[str, Any] = (), *,
-                 membership: Membership | None = None, handles: Mapping[str, Any] | None = None):
+                 membership: Membership | None = None, handles: Mapping[str, Any] | None = None,
+                 lost: Callable[[str, BaseException], bool] | None = None):
         """``members``: a list (keyed by actor id) or a mapping id -> member; or ``membership`` + ``handles``:
         the members of group ``name`` in that record, by id. ``worker_cls`` declares the dispatch mode of
-        each method a group call may use (``@register``)."""
+        each method a group call may use (``@register``). ``lost(member_id, error)``: whether a member's error
+        in a ``STREAM`` call means it is gone (its items are redone by the others; `StreamCall`)."""
         self.name, self.worker_cls = name, worker_cls
-        self.membership, self.handles = membership, handles
+        self.membership, self.handles, self.lost = membership, handles, lost
         self._members: dict[str, Any] = {}
         self._lock = threading.Lock()
         self._streams: list[StreamCall] = []
@@ -163,7 +165,7 @@ class WorkerGroup:
     def _stream(self, method: str, items: list[Any], args: tuple, kwargs: dict, open_ended: bool = False) -> StreamCall:
         stream = StreamCall(items, self.items,
                             lambda member, part: _awaitable(_invoke(member, method, (part, *args), kwargs)),
-                            open_ended=open_ended)
+                            open_ended=open_ended, lost=self.lost)
         self._streams.append(stream)
         return stream
 

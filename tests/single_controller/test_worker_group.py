@@ -553,3 +553,37 @@ def test_an_open_ended_stream_takes_items_put_later_and_ends_only_once_closed():
 async def _put_on_a_closed_call(group):
     stream = group.work([0])
     stream.put([1])
+
+
+def test_a_stream_member_whose_process_dies_has_its_items_redone_by_the_others(ray_session):
+    """A member killed mid-call: every item it took since it joined (done or held) goes back to the queue and
+    its results are dropped, so each item's result comes once, from a live member; other errors still fail."""
+    from ray.exceptions import RayActorError
+
+    workers = [Actor.remote(f"d{i}") for i in range(3)]
+    ray.get([worker.reset.remote(0.05) for worker in workers])
+    died = lambda member_id, error: isinstance(error, RayActorError)  # noqa: E731
+    group = WorkerGroup("g", Worker, {f"d{i}": w for i, w in enumerate(workers)}, lost=died)
+
+    async def main():
+        stream = group.stream("work", list(range(30)))
+        await until(lambda: stream.done_by.get("d2", 0) >= 2, timeout=5)
+        ray.kill(workers[2])
+        stream.close()
+        return await stream, stream
+
+    results, stream = run(main())
+    assert sorted(x for _, x in results) == list(range(30))  # each item once
+    assert {name for name, _ in results} <= {"d0", "d1"}  # nothing of the dead member's counts
+    assert stream.lost_members == ["d2"] and stream.redone >= 2
+    assert sum(stream.done_by.values()) == 30 and stream.done_by["d2"] == 0
+
+    async def refused():  # an error that is not a lost member fails the call as before
+        stream = group.stream("work", [0, -1, 2])
+        stream.close()
+        await stream
+
+    with pytest.raises(ValueError, match="refuses"):
+        run(refused())
+    for worker in workers[:2]:
+        ray.kill(worker)
