@@ -28,6 +28,8 @@ name                               meaning
 ``train/weight_sync_s``            of which the weight sync to the rollout cells
 ``train/fwd_bwd_s``                the micro-batches' forward+backward seconds, summed over the cells that trained
 ``train/cells``                    cells that trained in the step
+``cells/lost``                     cells whose process died so far in the run (``dead`` in the timeline)
+``cells/microbatches_redone``      micro-batches of the step trained again: the satellite holding them was lost
 ``train/execution_time_s``         wall seconds of each trained execution (a list)
 ``tokens/tree``, ``tokens/path``   tokens trained as prefix-shared trees; the same paths unshared
 ``tokens/policy``                  policy-generated (trained) tokens

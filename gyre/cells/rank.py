@@ -87,6 +87,10 @@ class CellRank(ServesEngine):
     def ping(self) -> str:
         return f"{self.cfg.cell_id}/{self.rank}"
 
+    async def lifeline(self) -> None:
+        """Never returns: Ray fails this call when the process dies (``gyre.cells.lifeline``)."""
+        await asyncio.Event().wait()
+
     # Engine protocol (rank 0), so the router can drive a remote cell like a local engine: ServesEngine's
     # generate / abort / export_session / import_session, and its stats --------------------------------------
 

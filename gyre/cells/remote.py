@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
-from gyre.rollout.base import EngineAsleepError, Generation, KVState, SamplingParams
+from gyre.rollout.base import CellLostError, EngineAsleepError, Generation, KVState, SamplingParams
 
 
 class RemoteEngine:
@@ -17,23 +17,31 @@ class RemoteEngine:
         self.engine_id = engine_id
 
     async def generate(self, session_id: str, prompt_ids: list[int], sampling: SamplingParams) -> Generation:
+        return await self._call("generate", session_id, prompt_ids, sampling)
+
+    async def abort(self, session_id: str) -> bool:
+        return await self._call("abort", session_id)
+
+    async def export_session(self, session_id: str) -> KVState | None:
+        return await self._call("export_session", session_id)
+
+    async def import_session(self, session_id: str, state: KVState) -> None:
+        await self._call("import_session", session_id, state)
+
+    async def _call(self, method: str, *args: Any) -> Any:
+        """The actor's method; Ray's errors turned into the router's signals: the engine is asleep, or the
+        cell's process is gone (``CellLostError``)."""
+        from ray.exceptions import RayActorError
+
         try:
-            generation = await self.actor.generate.remote(session_id, prompt_ids, sampling)
+            return await getattr(self.actor, method).remote(*args)
+        except RayActorError as error:
+            raise CellLostError(f"cell {self.engine_id} is lost: {error}") from error
         except Exception as error:  # Ray wraps the remote exception; keep the router's asleep signal
             cause = getattr(error, "cause", None)
             if isinstance(cause, EngineAsleepError) or "EngineAsleepError" in str(error):
                 raise EngineAsleepError(str(cause or error)) from error
             raise
-        return generation
-
-    async def abort(self, session_id: str) -> bool:
-        return await self.actor.abort.remote(session_id)
-
-    async def export_session(self, session_id: str) -> KVState | None:
-        return await self.actor.export_session.remote(session_id)
-
-    async def import_session(self, session_id: str, state: KVState) -> None:
-        await self.actor.import_session.remote(session_id, state)
 
     async def sleep(self) -> None:  # role switches go through the cell, not the router
         raise NotImplementedError("switch a cell's role through the cluster, not its engine")

@@ -23,6 +23,10 @@
   next call restores it on the engine, outputs unchanged. A drain parks every session it moves (without a
   call to retry) on its new cell, whatever the rule says: the sessions of a cell chosen to train wait
   for their next call off the budget of the cells that take them.
+- A lost cell (its process died: the engine raises ``CellLostError``, or the cluster says so through
+  ``lose_cell``) leaves the router at once; its executions are placed afresh, and each call in flight on it
+  is retried by the same ``generate`` invocation on another cell, which recomputes the prompt (the KV died
+  with the cell). The client sees one normal response; nothing of the lost attempt is recorded.
 
 All methods run on the proxy's event loop (engines are thread-safe and awaitable from any loop).
 """
@@ -38,6 +42,7 @@ from typing import Any
 
 from gyre.proxy.config import ParkingConfig
 from gyre.rollout.base import (
+    CellLostError,
     EngineAsleepError,
     Generation,
     KVState,
@@ -146,7 +151,7 @@ class Router:
         self._parked: dict[str, RoutedCell] = {}  # session -> the cell whose engine parked it (until its next call)
         self._parking_tasks: set[asyncio.Task] = set()
         self.counters = {
-            "calls": 0, "reroutes": 0, "overloaded": 0, "kv_imports": 0, "engine_asleep": 0,
+            "calls": 0, "reroutes": 0, "overloaded": 0, "kv_imports": 0, "engine_asleep": 0, "cells_lost": 0,
             "parks": 0, "parks_refused": 0, "parks_skipped": 0,
         }
         for cell in cells or []:
@@ -167,6 +172,22 @@ class Router:
         del self.cells[cell_id]
         self._notify()
         return cell
+
+    def lose_cell(self, cell_id: str, reason: str = "lost") -> bool:
+        """The cell's process died: stop routing to it now and place its executions afresh (their calls in
+        flight there fail with ``CellLostError`` and are retried elsewhere). False if it was not routed to."""
+        cell = self.cells.pop(cell_id, None)
+        if cell is None:
+            return False
+        log.error("cell %s is lost (%s): its %d executions are placed on the other cells", cell_id, reason,
+                  len(cell.executions))
+        self.counters["cells_lost"] += 1
+        for execution_id in list(cell.executions):
+            self._unplace(execution_id)
+        for session_id in [s for s, parked_on in self._parked.items() if parked_on is cell]:
+            del self._parked[session_id]
+        self._notify()
+        return True
 
     def undrain(self, cell_id: str) -> None:
         """Let the cell take executions again (e.g. it is back from training)."""
@@ -230,6 +251,12 @@ class Router:
                 cell.draining = True
                 self._unplace(execution_id)
                 reroutes.append({"from": cell.cell_id, "reason": "engine_asleep", "partial_tokens": 0})
+                continue
+            except CellLostError as error:
+                self.lose_cell(cell.cell_id, str(error))  # its executions, this one too, are placed afresh
+                self.counters["reroutes"] += 1
+                reroutes.append({"from": cell.cell_id, "reason": "cell_lost", "partial_tokens": 0,
+                                 "after_s": round(time.perf_counter() - start, 6)})
                 continue
             finally:
                 cell.attempts.discard(attempt)
@@ -417,8 +444,11 @@ class Router:
                         asked.append(attempt)
                     attempt.moved = True
                     retry_prompts[attempt.session_id] = attempt.prompt_ids
-                for session_id in {a.session_id for a in mine}:
-                    await source.engine.abort(session_id)
+                try:
+                    for session_id in {a.session_id for a in mine}:
+                        await source.engine.abort(session_id)
+                except CellLostError:
+                    pass  # the calls fail with it and are retried on their new cell all the same
                 await asyncio.wait([asyncio.ensure_future(a.done.wait()) for a in mine], timeout=retry_s)
             # An attempt leaves ``source.attempts`` and is marked interrupted in the same step of its call
             # (no await between), so every asked attempt has settled here.
@@ -426,7 +456,10 @@ class Router:
             if dest is None:
                 return
             for session_id in sorted(self._sessions.get(execution_id, ())):
-                state = await source.engine.export_session(session_id)
+                try:
+                    state = await source.engine.export_session(session_id)
+                except CellLostError:
+                    state = None  # recomputed on the new cell
                 if state is not None and session_id in retry_prompts:
                     state = truncate_state(state, common_prefix_length(state.tokens, retry_prompts[session_id]))
                 if state is None or not state.tokens:

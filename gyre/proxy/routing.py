@@ -53,6 +53,14 @@ class LocalRouting:
     def inflight(self) -> dict[str, int]:
         return {cell_id: cell.inflight for cell_id, cell in self.router.cells.items()}
 
+    async def lose(self, cell_ids: list[str]) -> None:
+        """The cells' processes died: route nothing more to them (their calls in flight retry elsewhere)."""
+        await self.on_router_loop(self._lose(cell_ids))
+
+    async def _lose(self, cell_ids: list[str]) -> None:
+        for cell_id in cell_ids:
+            self.router.lose_cell(cell_id, "its process died")
+
 
 class ReplicatedRouting:
     """The cells, set on every proxy replica at once (`gyre.proxy.replica`; handles of Ray actors that have
@@ -84,6 +92,9 @@ class ReplicatedRouting:
     async def route(self, engines: dict[str, Any], capacity: int) -> None:
         share = max(1, math.ceil(capacity / len(self.replicas)))
         await self._on_all("route", engines, share)
+
+    async def lose(self, cell_ids: list[str]) -> None:
+        await self._on_all("lose", cell_ids)
 
     async def _on_all(self, method: str, *args: Any) -> list[Any]:
         from ray.exceptions import RayActorError

@@ -30,6 +30,11 @@ class EngineAsleepError(RuntimeError):
     """A call reached an engine that is asleep (weights freed for training) or closed; route elsewhere."""
 
 
+class CellLostError(RuntimeError):
+    """The process serving an engine died (its cell is lost): its sessions' caches are gone with it; route
+    the call elsewhere and recompute the prompt there."""
+
+
 @dataclass(frozen=True)
 class SamplingParams:
     temperature: float = 1.0

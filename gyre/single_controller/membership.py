@@ -110,6 +110,16 @@ class Membership:
         self.leave(moves)
         self.enter(moves)
 
+    def abandon(self, member_ids: Iterable[str]) -> None:
+        """Planned moves that cannot complete (e.g. a member they needed died): the members are in no group
+        and have no target (``idle``) until a new move is planned."""
+        ids = [self._known(m) for m in member_ids if not self.is_dead(m)]
+        for member_id in ids:
+            self._group[member_id] = None
+            self._target.pop(member_id, None)
+        if ids:
+            self._changed(dict.fromkeys(ids, IDLE))
+
     def fail(self, member_ids: Iterable[str]) -> None:
         """Members that can no longer work: out of every group, moves dropped."""
         ids = [self._known(m) for m in member_ids]

@@ -8,6 +8,13 @@ gradients move between cells shard to shard (``gyre.replica.transfer``), in grou
 membership epoch: every bulk switch starts one, and each rank ends its groups of older epochs, so live
 process groups stay bounded however many switches a run makes.
 
+A cell whose process (or node) dies is lost (``lose``; seen at once through ``gyre.cells.lifeline``, or by the
+step that was feeding it): it leaves every group as ``dead`` in the membership, which the scheduler sees.
+A satellite lost mid-step costs nothing but time: the micro-batches it took this step are redone by the
+other trainers (its gradients died with it), so the step makes the same update. A rollout cell's calls in
+flight are retried on the other rollout cells by the router. The core holds the optimizer: its loss ends
+the run with ``CoreLostError`` (``gyre.job`` restarts it from the last checkpoint).
+
 Everything here applies decisions; none of it makes them (that is ``gyre.scheduler``).
 """
 
@@ -24,6 +31,7 @@ import ray
 
 from gyre.cells.cell import Cell
 from gyre.cells.config import CellConfig
+from gyre.cells.lifeline import CellWatch, is_process_death
 from gyre.protocol import PackedBatch
 from gyre.proxy.routing import LocalRouting, ReplicatedRouting
 from gyre.replica.step import reduce_stats, rescale_stats
@@ -32,6 +40,10 @@ from gyre.scheduler.state import CellView, Role
 from gyre.single_controller import Membership, StreamCall, WorkerGroup
 
 log = logging.getLogger(__name__)
+
+
+class CoreLostError(RuntimeError):
+    """The core cell's process died: the weights' optimizer state went with it."""
 
 
 @dataclass
@@ -74,7 +86,12 @@ class Cluster:
         # The one record of which cell is where; the trainer group, the scheduler's view and the role timeline
         # all read it. Group names are the roles' names.
         self.membership = Membership(self.ids)
-        self.trainer = WorkerGroup(Role.TRAIN.value, Cell, membership=self.membership, handles=self.cells)
+        self.trainer = WorkerGroup(Role.TRAIN.value, Cell, membership=self.membership, handles=self.cells,
+                                   lost=self._lost_in_step)
+        self.lost: list[dict[str, Any]] = []  # cells lost, in order: cell, the role it had, time, error
+        self.core_lost: BaseException | None = None
+        self.watch = CellWatch(self.lose)
+        self._losing: set[asyncio.Future] = set()
         # The policy's weight version, counted here and nowhere else: the number of steps the core's weights
         # have taken. Cells are told it when weights move; engines stamp calls with the version they hold.
         self.version = 0
@@ -86,6 +103,7 @@ class Cluster:
         self.microbatch_s: list[float] = []  # every trained micro-batch's seconds, over the run
         self.microbatches: list[int] = []  # micro-batches of each finished step
         self.stepping = False  # from train_step's start to its new weights being out
+        self.redone_microbatches = 0  # micro-batches trained again because the satellite holding them was lost
 
     @property
     def core(self) -> Cell:
@@ -112,8 +130,65 @@ class Cluster:
     # Start ------------------------------------------------------------------------------------------
 
     async def start_rollout(self) -> None:
-        """Every cell begins serving rollouts."""
+        """Every cell begins serving rollouts (and is watched from then on)."""
+        for cell_id, cell in self.cells.items():
+            self.watch.watch(cell_id, cell.ranks.members)
         await self.switch_many({cell_id: Role.ROLLOUT for cell_id in self.ids})
+
+    # Losing cells -----------------------------------------------------------------------------------
+
+    def lose(self, cell_id: str, error: BaseException) -> None:
+        """``cell_id``'s process died: out of every group (``dead``), its other ranks stopped (they would wait
+        on it in collectives), and out of routing. Idempotent."""
+        if self.watch.stopped or self.membership.is_dead(cell_id):
+            return
+        role = self.membership.state(cell_id)
+        log.error("cell %s (%s) is lost: %s", cell_id, role, error)
+        self.lost.append({"cell": cell_id, "role": role, "time": time.time(), "error": str(error)[:500]})
+        for actor in self.cells[cell_id].ranks.members:
+            try:
+                ray.kill(actor)
+            except Exception:  # noqa: BLE001 - already gone
+                pass
+        self.membership.fail([cell_id])
+        if cell_id == self.core_id:
+            self.core_lost = error
+        if self.routing is not None:
+            losing = asyncio.ensure_future(self.routing.lose([cell_id]))
+            self._losing.add(losing)
+            losing.add_done_callback(self._losing.discard)
+
+    async def _switch_failed(self, moves: dict[str, Role], error: BaseException) -> None:
+        """A bulk switch failed: the cells it involved (and the core, which sends the weights) whose process died
+        are lost; the live ones are left idle (in no group, asleep or not), for the scheduler to move again."""
+        involved = {*moves, self.core_id}
+        alive = await asyncio.gather(*[self._answers(cell_id) for cell_id in involved])
+        for cell_id, answered in zip(involved, alive):
+            if answered is not True:
+                self.lose(cell_id, answered)
+        log.error("switching %s failed (%s); live cells of the switch are left idle",
+                  {c: to.value for c, to in moves.items()}, error)
+        self.membership.abandon([c for c in moves if not self.membership.is_dead(c)])
+
+    async def _answers(self, cell_id: str) -> bool | BaseException:
+        """True if every rank of the cell answers a ping; else the error that says its process died."""
+        if self.membership.is_dead(cell_id):
+            return True  # already lost
+        try:
+            await self.cells[cell_id].ready()
+            return True
+        except Exception as error:  # noqa: BLE001
+            return error if is_process_death(error) else True
+
+    def _lost_in_step(self, cell_id: str, error: BaseException) -> bool:
+        """A trainer's error in a step: a satellite whose process died is lost and its micro-batches redone."""
+        if not is_process_death(error):
+            return False
+        self.lose(cell_id, error)
+        return cell_id != self.core_id
+
+    def alive(self) -> list[str]:
+        return [cell_id for cell_id in self.ids if not self.membership.is_dead(cell_id)]
 
     # Role switches ----------------------------------------------------------------------------------
 
@@ -144,7 +219,11 @@ class Cluster:
         self.membership.leave(moves)  # out of their groups: a running step's stream gives them nothing more
         joining = [c for c, to in moves.items() if to == Role.TRAIN]
         leaving = [c for c, to in moves.items() if to == Role.ROLLOUT]
-        await asyncio.gather(self._to_train(joining, sources), self._to_rollout(leaving, sources))
+        try:
+            await asyncio.gather(self._to_train(joining, sources), self._to_rollout(leaving, sources))
+        except Exception as error:
+            await self._switch_failed(moves, error)
+            raise
         seconds = time.perf_counter() - started
         self.membership.enter(moves)  # a running step's stream hands joining cells work at once
         for cell_id, to in moves.items():
@@ -211,7 +290,12 @@ class Cluster:
         feeding = asyncio.ensure_future(self._feed(self.step, more, trained)) if more is not None else None
         try:
             try:
-                stats = await self.step
+                try:
+                    stats = await self.step
+                except Exception as error:
+                    if self.core_lost is not None:
+                        raise CoreLostError(f"the core cell {self.core_id} died mid-step: {self.core_lost}") from error
+                    raise
                 if feeding is not None:
                     await feeding  # its errors (a chunk that failed to process) fail the step
             finally:
@@ -220,6 +304,7 @@ class Cluster:
                 step, self.step = self.step, None
                 self.microbatch_s += step.seconds
                 self.microbatches.append(step.total)
+                self.redone_microbatches += step.redone
             scale = grad_scale() if grad_scale is not None else 1.0
             return await self._finish_step(step, stats, max_grad_norm, started, scale, trained, epochs)
         finally:
@@ -289,7 +374,8 @@ class Cluster:
         metrics.update(grad_norm=result["grad_norm"], version=self.version,
                        fwd_bwd_s=float(sum(step.seconds)),  # the micro-batches' forward+backward, summed over cells
                        train_time_s=time.perf_counter() - started, weight_sync_s=time.perf_counter() - sync_started,
-                       trainer_members=len(self.step_members), microbatches=step.total)
+                       trainer_members=len(self.step_members), microbatches=step.total,
+                       microbatches_redone=step.redone, cells_lost=len(self.lost))
         for member in sorted(self.step_members | set(step.done_by)):
             metrics[f"microbatches/{member}"] = step.done_by.get(member, 0)
         return metrics
@@ -320,4 +406,5 @@ class Cluster:
         return {cell_id: self.membership.seconds_in_states(cell_id) for cell_id in self.ids}
 
     async def close(self) -> None:
+        self.watch.stop()
         await asyncio.gather(*[cell.close() for cell in self.cells.values()], return_exceptions=True)

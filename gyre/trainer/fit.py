@@ -35,6 +35,7 @@ from gyre.scheduler.rate import ReadyRate
 from gyre.single_controller import MembershipError
 from gyre.trainer.buffer import ExecutionBuffer, Group, TaskSampler
 from gyre.trainer.checkpoints import resume, save
+from gyre.trainer.cluster import CoreLostError
 from gyre.trainer.figures import earlier_curve_rows, plot_curves, plot_timeline
 from gyre.trainer.metrics import logged_train_metrics
 from gyre.trainer.observe import group_actions, scheduler_state
@@ -324,6 +325,8 @@ class Driver:
             last = now
             if self.training is not None and self.training.done():
                 self.training.result()  # re-raise a failed step
+            if self.cluster.core_lost is not None:  # lost between steps (a step that lost it raised above)
+                raise CoreLostError(f"the core cell {self.cluster.core_id} died: {self.cluster.core_lost}")
         for future in list(self.running):  # rollouts no step will take
             future.cancel()
         await asyncio.gather(*self.running, *self.switching.values(), return_exceptions=True)

@@ -18,6 +18,8 @@ LOGGED_AS = {
     "tree_tokens": "tokens/tree",
     "path_tokens": "tokens/path",
     "policy_tokens": "tokens/policy",
+    "cells_lost": "cells/lost",
+    "microbatches_redone": "cells/microbatches_redone",
 }
 
 

@@ -47,6 +47,7 @@ class StandInCluster:
         self.pending_step: asyncio.Future | None = None
         self.switch_log: list[dict[str, Any]] = []
         self.cfg = type("Cfg", (), {"capacity": CAPACITY})()
+        self.core_id, self.core_lost = "c0", None
 
     def views(self) -> tuple[CellView, ...]:
         """As the real cluster shows them: a cell asked to switch is SWITCHING, with its target, until it lands.
