@@ -5,9 +5,12 @@ the scheduling policy, tracking; then the driver loop until ``trainer.total_step
 from __future__ import annotations
 
 import asyncio
+import json
+import logging
 import os
 import random
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +23,8 @@ from gyre.scheduler import SchedulerConfig, make_policy
 from gyre.trainer.cluster import ClusterConfig
 from gyre.trainer.fit import LoopConfig
 from gyre.trajectory.processor import TrajectoryConfig
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -128,7 +133,8 @@ def run(cfg: DictConfig) -> int:
     from gyre.proxy.routing import LocalRouting
     from gyre.proxy.server import ProxyServer, build_proxy
     from gyre.tracking import Tracker
-    from gyre.trainer.cluster import Cluster
+    from gyre.trainer.cluster import Cluster, CoreLostError
+    from gyre.trainer.faults import FaultPlan
     from gyre.trainer.figures import plot_timeline
     from gyre.trainer.fit import Driver
 
@@ -191,25 +197,46 @@ def run(cfg: DictConfig) -> int:
             server = ProxyServer(proxy).start()
             routing = LocalRouting(proxy.router, server.on_loop)
 
-        async def main() -> int:
+        faults = FaultPlan(cluster_cfg.kill_cells, [f"cell{i}" for i in range(cluster_cfg.cells)])
+
+        async def attempt(tracker: Any, resume: bool) -> int:
+            """The cells, the executions and the loop, from the last checkpoint when ``resume``."""
             cluster = Cluster(cluster_cfg, routing=routing)
             if nodes.count:
                 pool = NodePool(slots, progress=bool(cfg.harness.get("progress", True)), label=str(cfg.harness.name))
             else:
                 pool = make_pool(cfg, server=server, sandbox=sandbox, run_dir=run_dir)
+            driver = Driver(replace(loop_cfg, resume=resume), trajectory_cfg, policy, cluster, pool, tasks, tracker,
+                            run_dir, val_tasks=val_tasks, progress=ProgressLine(), faults=faults)
+            try:
+                steps = await driver.run()
+                plot_timeline(driver)
+                return steps
+            finally:
+                await pool.close()
+                await cluster.close()
+
+        async def main() -> int:
             config = OmegaConf.to_container(cfg, resolve=True)
             with Tracker(run_dir, backends=list(cfg.tracking.backends), project=cfg.tracking.project,
                          run_name=cfg.tracking.run_name, config=config, wandb_mode=cfg.tracking.wandb_mode,
                          resume=loop_cfg.resume) as tracker:
-                driver = Driver(loop_cfg, trajectory_cfg, policy, cluster, pool, tasks, tracker, run_dir,
-                                val_tasks=val_tasks, progress=ProgressLine())
-                try:
-                    steps = await driver.run()
-                    plot_timeline(driver)
-                    return steps
-                finally:
-                    await pool.close()
-                    await cluster.close()
+                restarts = 0
+                while True:
+                    try:
+                        steps = await attempt(tracker, resume=loop_cfg.resume or restarts > 0)
+                        if faults.missed():
+                            log.warning("cluster.kill_cells that never found their moment: %s", faults.missed())
+                        return steps
+                    except CoreLostError as error:
+                        restarts += 1
+                        if restarts > cluster_cfg.max_cell_restarts:
+                            raise CoreLostError(f"{error}; cluster.max_cell_restarts={cluster_cfg.max_cell_restarts} "
+                                                "restarts spent") from error
+                        log.error("%s: the cells restart from the last checkpoint (restart %d of at most %d)",
+                                  error, restarts, cluster_cfg.max_cell_restarts)
+                        with (run_dir / "core_restarts.jsonl").open("a") as restarts_log:
+                            restarts_log.write(json.dumps({"time": time.time(), "error": str(error)[:500]}) + "\n")
 
         return asyncio.run(main())
     finally:

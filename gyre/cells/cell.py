@@ -7,6 +7,7 @@ call goes to each cell of the group alike.
 
 from __future__ import annotations
 
+import secrets
 from typing import Any
 
 import ray
@@ -27,7 +28,10 @@ class Cell:
             raise ValueError(f"cluster.ranks_per_cell must be >= 1, got {cfg.ranks}")
         self.id, self.is_core, self.stream_width = cfg.cell_id, cfg.is_core, cfg.ranks
         share = {"CPU": cpus / cfg.ranks, **({"GPU": gpus / cfg.ranks} if gpus else {})}
-        self.placement = placement_group([share] * cfg.ranks, strategy="STRICT_PACK", name=f"gyre-{cfg.cell_id}")
+        # Named by the cell and unique: a replacement of a lost cell (or the cells of a restarted run) may be
+        # placed while Ray still removes the old group.
+        self.placement = placement_group([share] * cfg.ranks, strategy="STRICT_PACK",
+                                         name=f"gyre-{cfg.cell_id}-{secrets.token_hex(3)}")
         actor = ray.remote(CellRank)
         actors = [
             actor.options(num_cpus=share["CPU"], num_gpus=share.get("GPU", 0), max_concurrency=64,

@@ -44,8 +44,8 @@ class ProxyReplica:
     async def drain(self, cell_ids: list[str]) -> list[DrainReport]:
         return await self.routing.drain(cell_ids)
 
-    async def lose(self, cell_ids: list[str]) -> None:
-        await self.routing.lose(cell_ids)
+    async def lose(self, cell_ids: list[str], reason: str = "its process died") -> None:
+        await self.routing.lose(cell_ids, reason)
 
     async def inflight(self) -> dict[str, int]:
         async def snapshot() -> dict[str, int]:  # read on the router's own loop

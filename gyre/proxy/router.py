@@ -179,9 +179,10 @@ class Router:
         cell = self.cells.pop(cell_id, None)
         if cell is None:
             return False
-        log.error("cell %s is lost (%s): its %d executions are placed on the other cells", cell_id, reason,
-                  len(cell.executions))
-        self.counters["cells_lost"] += 1
+        closed = reason == "closed"
+        (log.info if closed else log.error)("cell %s is %s: its %d executions are placed on the other cells", cell_id,
+                                             "closed" if closed else f"lost ({reason})", len(cell.executions))
+        self.counters["cells_lost"] += not closed
         for execution_id in list(cell.executions):
             self._unplace(execution_id)
         for session_id in [s for s, parked_on in self._parked.items() if parked_on is cell]:

@@ -45,7 +45,11 @@ class LocalRouting:
         from gyre.cells.remote import RemoteEngine
 
         for cell_id, actor in engines.items():
-            if cell_id in self.router.cells:
+            routed = self.router.cells.get(cell_id)
+            if routed is not None and getattr(routed.engine, "actor", actor) != actor:
+                self.router.lose_cell(cell_id, "closed")  # a stale entry, of a process that is gone (a restart)
+                routed = None
+            if routed is not None:
                 self.router.undrain(cell_id)
             else:
                 self.router.add_cell(RoutedCell(cell_id, RemoteEngine(actor, cell_id), capacity=capacity))
@@ -53,13 +57,14 @@ class LocalRouting:
     def inflight(self) -> dict[str, int]:
         return {cell_id: cell.inflight for cell_id, cell in self.router.cells.items()}
 
-    async def lose(self, cell_ids: list[str]) -> None:
-        """The cells' processes died: route nothing more to them (their calls in flight retry elsewhere)."""
-        await self.on_router_loop(self._lose(cell_ids))
+    async def lose(self, cell_ids: list[str], reason: str = "its process died") -> None:
+        """The cells' processes died (or were closed): route nothing more to them (their calls in flight retry
+        elsewhere)."""
+        await self.on_router_loop(self._lose(cell_ids, reason))
 
-    async def _lose(self, cell_ids: list[str]) -> None:
+    async def _lose(self, cell_ids: list[str], reason: str) -> None:
         for cell_id in cell_ids:
-            self.router.lose_cell(cell_id, "its process died")
+            self.router.lose_cell(cell_id, reason)
 
 
 class ReplicatedRouting:
@@ -93,8 +98,8 @@ class ReplicatedRouting:
         share = max(1, math.ceil(capacity / len(self.replicas)))
         await self._on_all("route", engines, share)
 
-    async def lose(self, cell_ids: list[str]) -> None:
-        await self._on_all("lose", cell_ids)
+    async def lose(self, cell_ids: list[str], reason: str = "its process died") -> None:
+        await self._on_all("lose", cell_ids, reason)
 
     async def _on_all(self, method: str, *args: Any) -> list[Any]:
         from ray.exceptions import RayActorError

@@ -129,6 +129,13 @@ class Membership:
             self._dead.add(member_id)
         self._changed(dict.fromkeys(ids, DEAD))
 
+    def revive(self, member_id: str) -> None:
+        """A dead member replaced (a new process under its id): ``idle``, in no group, until moved."""
+        if not self.is_dead(member_id):
+            raise MembershipError(f"{member_id} is not dead")
+        self._dead.discard(member_id)
+        self._changed({member_id: IDLE})
+
     def _changed(self, states: dict[str, str | None]) -> None:
         now = self.clock()
         for member_id, state in states.items():

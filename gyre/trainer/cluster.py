@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import ray
+from ray.util.placement_group import remove_placement_group
 
 from gyre.cells.cell import Cell
 from gyre.cells.config import CellConfig
@@ -59,6 +60,9 @@ class ClusterConfig:
     weight_sync_bucket_mb: float = 256.0  # weights move between cells in buckets of at most this many MiB
     fsdp_reshard_after_forward: bool = False  # sharded replicas train layer by layer (a layer's weights at a time)
     cell: dict[str, Any] = field(default_factory=dict)  # CellConfig fields shared by every cell
+    start_timeout_s: float = 1800.0  # cells must be placed and started (model, engine) within this
+    max_cell_restarts: int = 3  # lost satellites replaced, and core rebuilds from a checkpoint (gyre.job), each at most
+    kill_cells: list[dict[str, Any]] = field(default_factory=list)  # faults to inject (gyre.trainer.faults)
 
 
 class Cluster:
@@ -75,14 +79,8 @@ class Cluster:
         self.epoch = 0  # bulk role switches so far (transfer groups belong to an epoch); not Membership.version
         self.ids = [f"cell{i}" for i in range(cfg.cells)]
         self.core_id = self.ids[0]
-        self.cells = {
-            cell_id: Cell(CellConfig(cell_id=cell_id, is_core=cell_id == self.core_id, ranks=cfg.ranks_per_cell,
-                                     bucket_mb=cfg.weight_sync_bucket_mb,
-                                     reshard_after_forward=cfg.fsdp_reshard_after_forward, **cfg.cell),
-                          (cfg.host, self.port), cpus=cfg.cpus_per_cell, gpus=cfg.gpus_per_cell, backend=cfg.backend)
-            for cell_id in self.ids
-        }
-        ray.get([ref for cell in self.cells.values() for ref in cell.ready().pending])
+        self.cells = {cell_id: self._make_cell(cell_id) for cell_id in self.ids}
+        self._wait_for_cells()
         # The one record of which cell is where; the trainer group, the scheduler's view and the role timeline
         # all read it. Group names are the roles' names.
         self.membership = Membership(self.ids)
@@ -91,6 +89,7 @@ class Cluster:
         self.lost: list[dict[str, Any]] = []  # cells lost, in order: cell, the role it had, time, error
         self.core_lost: BaseException | None = None
         self.watch = CellWatch(self.lose)
+        self.replaced: list[str] = []  # satellites replaced after their loss, in order
         self._losing: set[asyncio.Future] = set()
         # The policy's weight version, counted here and nowhere else: the number of steps the core's weights
         # have taken. Cells are told it when weights move; engines stamp calls with the version they hold.
@@ -104,6 +103,25 @@ class Cluster:
         self.microbatches: list[int] = []  # micro-batches of each finished step
         self.stepping = False  # from train_step's start to its new weights being out
         self.redone_microbatches = 0  # micro-batches trained again because the satellite holding them was lost
+
+    def _wait_for_cells(self) -> None:
+        """Every cell started; a clear error, not a hang, when Ray cannot place them (their resources taken)."""
+        pending = [ref for cell in self.cells.values() for ref in cell.ready().pending]
+        try:
+            ray.get(pending, timeout=self.cfg.start_timeout_s)
+        except ray.exceptions.GetTimeoutError:
+            need = {"CPU": self.cfg.cells * self.cfg.cpus_per_cell, "GPU": self.cfg.cells * self.cfg.gpus_per_cell}
+            raise RuntimeError(
+                f"the {self.cfg.cells} cells did not start within cluster.start_timeout_s={self.cfg.start_timeout_s:g}s: "
+                f"they need {need}; Ray has {ray.cluster_resources()} of which free {ray.available_resources()}"
+            ) from None
+
+    def _make_cell(self, cell_id: str) -> Cell:
+        cfg = self.cfg
+        return Cell(CellConfig(cell_id=cell_id, is_core=cell_id == self.core_id, ranks=cfg.ranks_per_cell,
+                               bucket_mb=cfg.weight_sync_bucket_mb, reshard_after_forward=cfg.fsdp_reshard_after_forward,
+                               **cfg.cell),
+                    (cfg.host, self.port), cpus=cfg.cpus_per_cell, gpus=cfg.gpus_per_cell, backend=cfg.backend)
 
     @property
     def core(self) -> Cell:
@@ -154,9 +172,43 @@ class Cluster:
         if cell_id == self.core_id:
             self.core_lost = error
         if self.routing is not None:
-            losing = asyncio.ensure_future(self.routing.lose([cell_id]))
-            self._losing.add(losing)
-            losing.add_done_callback(self._losing.discard)
+            self._background(self.routing.lose([cell_id]))
+        if cell_id != self.core_id and len(self.replaced) < self.cfg.max_cell_restarts:
+            self._background(self.replace(cell_id))
+
+    def _background(self, coroutine: Coroutine[Any, Any, Any]) -> None:
+        task = asyncio.ensure_future(coroutine)
+        self._losing.add(task)
+        task.add_done_callback(self._background_done)
+
+    def _background_done(self, task: asyncio.Task) -> None:
+        self._losing.discard(task)
+        if not task.cancelled() and task.exception() is not None and not self.watch.stopped:
+            log.error("handling a lost cell failed: %r", task.exception())
+
+    async def replace(self, cell_id: str) -> None:
+        """A new cell for a lost satellite, under its id: it starts idle with the core's current weights, and
+        the scheduler moves it like any other. (On a cluster, Ray places it where resources are free: a
+        restarted node, or a new one.)"""
+        self.replaced.append(cell_id)
+        old = self.cells[cell_id]
+        try:
+            remove_placement_group(old.placement)  # its resources, for the replacement
+        except Exception:  # noqa: BLE001 - already gone with its node
+            pass
+        cell = self._make_cell(cell_id)
+        try:
+            await cell.ready()
+            async with self._lock:  # weights move between steps and switches, never during
+                self.cells[cell_id] = cell
+                self.membership.revive(cell_id)
+                self.watch.watch(cell_id, cell.ranks.members)
+                self.epoch += 1
+                await self._sync_weights([cell_id], "replace")
+        except asyncio.CancelledError:  # the cluster closes first: the new cell must not outlive it
+            await cell.close()
+            raise
+        log.warning("cell %s replaced: idle with the policy's version %d", cell_id, self.version)
 
     async def _switch_failed(self, moves: dict[str, Role], error: BaseException) -> None:
         """A bulk switch failed: the cells it involved (and the core, which sends the weights) whose process died
@@ -407,4 +459,9 @@ class Cluster:
 
     async def close(self) -> None:
         self.watch.stop()
+        for task in list(self._losing):  # a replacement under way closes its new cell
+            task.cancel()
+        await asyncio.gather(*self._losing, return_exceptions=True)
+        if self.routing is not None:  # a later cluster on the same router (a restart) routes to its own cells
+            await self.routing.lose(self.alive(), reason="closed")
         await asyncio.gather(*[cell.close() for cell in self.cells.values()], return_exceptions=True)

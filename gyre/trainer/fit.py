@@ -87,7 +87,7 @@ class StepIntake:
 class Driver:
     def __init__(self, loop_cfg: LoopConfig, trajectory_cfg: TrajectoryConfig, policy: Policy, cluster: Any,
                  pool: Any, tasks: list[Any], tracker: Any, run_dir: Path, val_tasks: list[Any] | None = None,
-                 progress: Any | None = None):
+                 progress: Any | None = None, faults: Any | None = None):
         self.cfg = loop_cfg
         self.trajectory_cfg = trajectory_cfg
         self.policy = policy
@@ -99,6 +99,7 @@ class Driver:
         self.val_tasks = val_tasks or []
         self.buffer = ExecutionBuffer(loop_cfg.group_size, ReadyRate(policy.cfg.batch_size))
         self.progress = progress
+        self.faults = faults  # gyre.trainer.faults.FaultPlan: cells to kill on purpose (cluster.kill_cells)
         self.steps_done = 0
         self.switching: dict[str, asyncio.Task] = {}
         self.training: asyncio.Task | None = None
@@ -312,6 +313,8 @@ class Driver:
         last = time.perf_counter()
         while not (self.steps_done >= self.cfg.total_steps and self.training is None):
             self.apply_all(self.policy.decide(self.observe()))
+            if self.faults is not None:
+                self.faults.check(self)
             if self.progress is not None:
                 self.progress(self)
             self.timeline.record(self.cluster.membership.timeline)

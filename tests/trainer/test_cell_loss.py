@@ -127,3 +127,36 @@ def test_a_rollout_cell_lost_mid_conversation_costs_no_call(ray_session, tmp_pat
     assert retried, "a call in flight on the lost cell was retried elsewhere"
     assert all(r.cell_id == "cell0" for r in retried)
     assert any(r.cell_id == "cell1" for calls in records.values() for r in calls)  # it did serve before
+
+
+def test_a_run_survives_losing_a_satellite_a_rollout_cell_and_the_core(tmp_path):
+    """``cluster.kill_cells`` kills a training satellite mid-step 1, a rollout cell mid-call in step 2 and the core
+    mid-step 3 of a 4-step run: the run ends with every step logged once, the satellite's micro-batches redone,
+    and the core rebuilt from the step-2 checkpoint (step 3 redone once)."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    run_dir = tmp_path / "run"
+    kills = "[{cell:cell3,step:1,during:step},{cell:cell1,step:2,during:rollout},{cell:cell0,step:3,during:step}]"
+    overrides = [
+        "+recipe=terminalbench", "scheduler=async", "scheduler.rollout_cells=2", f"run_dir={run_dir}",
+        "trainer.total_steps=4", "cluster.cells=4", "scheduler.batch_size=8", "trainer.group_size=2",
+        "harness.max_turns=2", "harness.reference.sub_agent=false", "harness.progress=false",
+        "tracking.backends=[jsonl]", "trainer.max_tokens_per_microbatch=256", f"cluster.kill_cells={kills}",
+    ]
+    done = subprocess.run([sys.executable, "-m", "gyre.main", *overrides], capture_output=True, text=True,
+                          timeout=600, env={**os.environ, "RAY_AUTH_MODE": "disabled"})
+    assert done.returncode == 0, done.stderr[-3000:]
+    steps = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert [s["step"] for s in steps] == [1, 2, 3, 4] and [s["version"] for s in steps] == [1, 2, 3, 4]
+    assert steps[0]["cells/lost"] == 1 and steps[0]["cells/microbatches_redone"] >= 1
+    assert steps[0]["microbatches/cell3"] == 0 and steps[0]["microbatches/cell0"] == steps[0]["microbatches"]
+    assert steps[1]["cells/lost"] == 2  # the rollout cell too
+    restarts = (run_dir / "core_restarts.jsonl").read_text().splitlines()
+    assert len(restarts) == 1 and "cell0" in json.loads(restarts[0])["error"]
+    output = done.stdout + done.stderr
+    assert "never found their moment" not in output  # every kill landed
+    assert "resumed from" in output and "step_000002" in output
+    assert "cell cell2 is lost" not in output  # the restarted cells are routed to, not the old ones
