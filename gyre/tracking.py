@@ -29,6 +29,7 @@ name                               meaning
 ``train/fwd_bwd_s``                the micro-batches' forward+backward seconds, summed over the cells that trained
 ``train/cells``                    cells that trained in the step
 ``cells/lost``                     cells whose process died so far in the run (``dead`` in the timeline)
+``cells/replaced``                 lost satellites replaced so far (a new process under the id, back from ``idle``)
 ``cells/microbatches_redone``      micro-batches of the step trained again: the satellite holding them was lost
 ``train/execution_time_s``         wall seconds of each trained execution (a list)
 ``tokens/tree``, ``tokens/path``   tokens trained as prefix-shared trees; the same paths unshared

@@ -200,7 +200,7 @@ SMALLEST: dict[str, Callable[[str, Workspace], Invocation]] = {
     "python benchmarks/reliability.py --out reliability.json": lambda c, ws: benchmark(
         c, ws, "--kills", "2", "--steps", "4", "--fuzz", "40", "--drains", "1", "--sessions", "4",
         "--hack-domains", "nl2repo", "--hostile-sizes-mb", "1", "--count-tokens-flood", "2", "--slowloris", "4",
-        "--gate-head-timeout", "2"),
+        "--gate-head-timeout", "2", "--cell-runs", "1"),
     "bash examples/learning_on_cpu/run.sh": lambda c, ws: Invocation(
         [*shlex.split(c), str(ws.path("example_learning"))],
         env={"SFT_STEPS": "2", "TRAIN": str(ws.learn_suite()[0]), "DEV": str(ws.learn_suite()[1]),
@@ -480,6 +480,13 @@ def sane_reliability(r: dict) -> None:
     assert all(_is_rays(line) for line in r["kill_leftover_examples"]), (r["kill_leftover_examples"], r["kill_points"])
     assert all(line.startswith(("ray::DashboardAgent", "ray::RuntimeEnvAgent")) for line in r["kill_late_leftover_examples"]), (
         r["kill_late_leftover_examples"], r["kill_points"])
+    # One run losing a training satellite mid-step 1, a rollout cell mid-call in step 2 and the core mid-step 3:
+    # it finishes, every step logged once, the core rebuilt from its checkpoint, no execution failed by the loss
+    assert r["cell_kill_runs_finished"] == 1, r["cell_kill_failures"]
+    assert r["cell_kills_satellite_mid_step"] == r["cell_kills_rollout_mid_call"] == r["cell_kills_core_mid_step"] == 1
+    assert r["core_recoveries"] == 1 and r["cell_steps_lost"] == r["cell_steps_repeated"] == 0
+    assert r["cell_loss_failed_executions"] == 0 and r["cell_loss_redone_microbatches"] >= 1
+    assert 0 <= r["update_max_abs_diff_after_satellite_loss"] <= 1e-6 and r["satellite_loss_live_satellite_synced"]
 
 
 def _is_rays(command_line: str) -> bool:

@@ -28,6 +28,9 @@ class RemoteEngine:
     async def import_session(self, session_id: str, state: KVState) -> None:
         await self._call("import_session", session_id, state)
 
+    async def park(self, session_id: str) -> bool:
+        return await self._call("park", session_id)
+
     async def _call(self, method: str, *args: Any) -> Any:
         """The actor's method; Ray's errors turned into the router's signals: the engine is asleep, or the
         cell's process is gone (``CellLostError``)."""
@@ -73,6 +76,9 @@ class ServesEngine:
 
     async def import_session(self, session_id: str, state: KVState) -> None:
         await self.engine.import_session(session_id, state)
+
+    async def park(self, session_id: str) -> bool:
+        return await self.engine.park(session_id)
 
 
 class EngineHost(ServesEngine):

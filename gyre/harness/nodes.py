@@ -111,6 +111,10 @@ class ExecutionWorker:
     async def drain(self, cell_ids: list[str]) -> list[Any]:
         return await self.replica.drain(cell_ids) if self.replica is not None else []
 
+    async def lose(self, cell_ids: list[str], reason: str = "its process died") -> None:
+        if self.replica is not None:
+            await self.replica.lose(cell_ids, reason)
+
     async def inflight(self) -> dict[str, int]:
         return await self.replica.inflight() if self.replica is not None else {}
 

@@ -427,7 +427,7 @@ class Cluster:
                        fwd_bwd_s=float(sum(step.seconds)),  # the micro-batches' forward+backward, summed over cells
                        train_time_s=time.perf_counter() - started, weight_sync_s=time.perf_counter() - sync_started,
                        trainer_members=len(self.step_members), microbatches=step.total,
-                       microbatches_redone=step.redone, cells_lost=len(self.lost))
+                       microbatches_redone=step.redone, cells_lost=len(self.lost), cells_replaced=len(self.replaced))
         for member in sorted(self.step_members | set(step.done_by)):
             metrics[f"microbatches/{member}"] = step.done_by.get(member, 0)
         return metrics
@@ -440,8 +440,29 @@ class Cluster:
         if not others:
             return
         transfer = self._transfer(purpose, [self.core_id, *others])
-        await asyncio.gather(self.core.send_weights(transfer),
-                             *[self.cells[c].receive_weights(transfer, self.version) for c in others])
+        sending = asyncio.ensure_future(self.core.send_weights(transfer))
+        receiving = {c: asyncio.ensure_future(self.cells[c].receive_weights(transfer, self.version)) for c in others}
+        pending: set[asyncio.Future] = {sending, *receiving.values()}
+        died: list[tuple[str, BaseException]] = []
+        while pending and not died:
+            done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_EXCEPTION)
+            died = [(c, task.exception()) for c, task in receiving.items()
+                    if task in done and task.exception() is not None and is_process_death(task.exception())]
+            for task in done:
+                if task.exception() is not None and not died:
+                    raise task.exception()
+        if not died:
+            return
+        # A receiver died mid-broadcast: it is lost, and the live cells get the weights again in a group without it.
+        # The broken broadcast's calls end in the background (their errors retrieved and dropped); the core's
+        # actor runs one transfer at a time, so the new one starts once the broken one has timed out on the dead
+        # end (the transfer timeout): the step stalls that long instead of failing the run.
+        for task in pending:
+            task.add_done_callback(lambda t: t.cancelled() or t.exception())
+        for cell_id, error in died:
+            self.lose(cell_id, error)
+        self.epoch += 1
+        await self._sync_weights([c for c in others if not self.membership.is_dead(c)], purpose)
 
     # Checkpoints and teardown -----------------------------------------------------------------------
 

@@ -19,6 +19,7 @@ LOGGED_AS = {
     "path_tokens": "tokens/path",
     "policy_tokens": "tokens/policy",
     "cells_lost": "cells/lost",
+    "cells_replaced": "cells/replaced",
     "microbatches_redone": "cells/microbatches_redone",
 }
 
