@@ -1,11 +1,13 @@
 """The ``cells`` part of ``benchmarks/reliability.py``: cells killed mid-run, by role, and what the run lost.
 
-- ``runs`` small main jobs (async scheduler, 4 cells: the core and cell3 train, cell1 and cell2 serve), each
-  with three kills injected through ``cluster.kill_cells`` (`gyre.trainer.faults`): the training satellite
-  mid-step 1, a rollout cell with calls in flight in step 2, the core mid-step 3. Each run must end with
-  every step logged once (``cell_steps_lost``, ``cell_steps_repeated``), the core rebuilt from its last
-  checkpoint (``core_recoveries``), and no execution failed by a call the lost rollout cell held
-  (``cell_loss_failed_executions``: executions that crashed).
+- ``runs`` small main jobs (async scheduler, 4 cells: the core and cell3 train, cell1 and cell2 serve;
+  executions on two simulated execution nodes), each with four kills injected through ``cluster.kill_cells``
+  (`gyre.trainer.faults`): the training satellite mid-step 1, a rollout cell with calls in flight in step 2,
+  the execution worker of node 1 with executions running in step 2 (as its node dying would), the core
+  mid-step 3. Each run must end with every step logged once (``cell_steps_lost``, ``cell_steps_repeated``),
+  the core rebuilt from its last checkpoint (``core_recoveries``), and no execution failed by a call the lost
+  rollout cell held (``cell_loss_failed_executions``: executions trained as crashed). The dead worker's
+  executions fail as ``worker_lost`` by design (unscorable, not trained): ``worker_lost_executions``.
 - One satellite killed mid-step on Ray cells, in this process, against the same step on one trainer:
   ``update_max_abs_diff_after_satellite_loss`` (the weights after the step; float32).
 """
@@ -23,11 +25,13 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
-KILLS = "[{cell:cell3,step:1,during:step},{cell:%s,step:2,during:rollout},{cell:cell0,step:3,during:step}]"
+KILLS = ("[{cell:cell3,step:1,during:step},{cell:%s,step:2,during:rollout},{worker:worker1,step:2},"
+         "{cell:cell0,step:3,during:step}]")
 JOB = [
     "+recipe=terminalbench", "scheduler=async", "scheduler.rollout_cells=2", "trainer.total_steps=4", "cluster.cells=4",
     "scheduler.batch_size=8", "trainer.group_size=2", "harness.max_turns=2", "harness.reference.sub_agent=false",
     "harness.progress=false", "tracking.backends=[jsonl]", "trainer.max_tokens_per_microbatch=256",
+    "cluster.execution_nodes=2", "cluster.simulate_execution_nodes=true",
 ]  # fmt: skip
 KIND_OF = {"step": "mid_step", "rollout": "rollout_mid_call"}
 
@@ -35,7 +39,7 @@ KIND_OF = {"step": "mid_step", "rollout": "rollout_mid_call"}
 def run_with_kills(run_dir: Path, rollout_cell: str, timeout_s: float) -> dict[str, Any]:
     command = [sys.executable, "-m", "gyre.main", *JOB, f"run_dir={run_dir}", f"cluster.kill_cells={KILLS % rollout_cell}"]
     started = time.monotonic()
-    done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=timeout_s,
+    done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=timeout_s, check=False,
                           env={**os.environ, "RAY_AUTH_MODE": "disabled"})
     output = done.stdout + done.stderr
     (run_dir.parent / f"{run_dir.name}.log").write_text(output)
@@ -44,14 +48,19 @@ def run_with_kills(run_dir: Path, rollout_cell: str, timeout_s: float) -> dict[s
     logged = [row["step"] for row in steps]
     restarts = run_dir / "core_restarts.jsonl"
     kills = re.findall(r"fault injection: killing cell (\w+) \((\w+) of step", output)
+    worker_kills = re.findall(r"fault injection: killing execution worker (\w+)", output)
     return {
         "exit": done.returncode, "seconds": time.monotonic() - started,
         "kills": [{"cell": cell, "kind": "core_mid_step" if cell == "cell0" else
-                   ("satellite_mid_step" if moment == "step" else "rollout_mid_call")} for cell, moment in kills],
+                   ("satellite_mid_step" if moment == "step" else "rollout_mid_call")} for cell, moment in kills]
+        + [{"cell": worker, "kind": "execution_node"} for worker in worker_kills],
         "steps_lost": len(set(range(1, 5)) - set(logged)), "steps_repeated": len(logged) - len(set(logged)),
         "core_recoveries": len(restarts.read_text().splitlines()) if restarts.exists() else 0,
         "failed_executions": sum(row.get("executions/crashed", 0) for row in steps),
         "redone_microbatches": sum(row.get("cells/microbatches_redone", 0) for row in steps),
+        # cumulative per attempt of the run: the most any step logged (a core restart counts from 0 again)
+        "worker_lost_executions": max((row.get("executions/lost", 0) for row in steps), default=0),
+        "cells_replaced": max((row.get("cells/replaced", 0) for row in steps), default=0),
         "tail": output[-1500:] if done.returncode else "",
     }
 
@@ -118,12 +127,14 @@ def cells_part(work: Path, runs: int, timeout_s: float = 600) -> dict[str, Any]:
         "cell_kill_runs": runs, "cell_kill_runs_finished": sum(r["exit"] == 0 for r in results),
         "cell_kills": len(kills),
         **{f"cell_kills_{kind}": sum(k["kind"] == kind for k in kills)
-           for kind in ("satellite_mid_step", "rollout_mid_call", "core_mid_step")},
+           for kind in ("satellite_mid_step", "rollout_mid_call", "execution_node", "core_mid_step")},
         "cell_steps_lost": sum(r["steps_lost"] for r in results),
         "cell_steps_repeated": sum(r["steps_repeated"] for r in results),
         "core_recoveries": sum(r["core_recoveries"] for r in results),
         "cell_loss_failed_executions": sum(r["failed_executions"] for r in results),
         "cell_loss_redone_microbatches": sum(r["redone_microbatches"] for r in results),
+        "worker_lost_executions": sum(r["worker_lost_executions"] for r in results),
+        "cells_replaced": sum(r["cells_replaced"] for r in results),  # lost satellites back under their id
         "cell_kill_run_s": [round(r["seconds"], 1) for r in results],
         "cell_kill_failures": [r["tail"] for r in results if r["exit"]],
     }
@@ -133,7 +144,14 @@ def cells_part(work: Path, runs: int, timeout_s: float = 600) -> dict[str, Any]:
         exact = satellite_loss_update(str(tiny_path()))
     finally:
         ray.shutdown()
+    metrics, expected = exact["metrics"], exact["expected"]
     figures.update(update_max_abs_diff_after_satellite_loss=exact["max_abs_diff"],
-                   satellite_loss_redone_microbatches=exact["metrics"]["microbatches_redone"],
+                   satellite_loss_loss_rel_diff=abs(metrics["loss"] - expected["loss"]) / max(abs(expected["loss"]), 1e-12),
+                   satellite_loss_grad_norm_rel_diff=abs(metrics["grad_norm"] - expected["grad_norm"]) / expected["grad_norm"],
+                   satellite_loss_lost=[(entry["cell"], entry["role"]) for entry in exact["lost"]],
+                   satellite_loss_microbatches=exact["batches"],
+                   satellite_loss_microbatches_by_cell={c: metrics[f"microbatches/{c}"] for c in ("cell0", "cell1", "cell2")},
+                   satellite_loss_redone_microbatches=metrics["microbatches_redone"],
+                   satellite_loss_version=metrics["version"],
                    satellite_loss_live_satellite_synced=exact["satellite_matches_core"])
     return figures

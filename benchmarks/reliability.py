@@ -54,8 +54,8 @@ Everything runs on this machine, traffic on loopback only; each part is bounded 
   just after a new checkpoint) and resumed (``trainer.resume=true``) each time, then run to its end.
   ``steps_lost`` are steps with no metrics line at the end, ``steps_repeated`` steps logged twice,
   ``records_lost`` call records on disk at a kill that are missing or changed at the end.
-- cells: ``--cell-runs`` main jobs each lose a training satellite mid-step, a rollout cell mid-call and the
-  core mid-step (``benchmarks/cell_kills.py`` says what is counted), and one satellite is killed mid-step
+- cells: ``--cell-runs`` main jobs each lose a training satellite mid-step, a rollout cell mid-call, an
+  execution node's worker and the core mid-step (``benchmarks/cell_kills.py`` says what is counted), and one satellite is killed mid-step
   against the same step on one trainer (``update_max_abs_diff_after_satellite_loss``).
 
 A figure that falls short is reported as it is, with the reason in ``notes``.
@@ -1290,7 +1290,7 @@ def main() -> None:
     parser.add_argument("--fuzz", type=int, default=2000, help="malformed/hostile requests")
     parser.add_argument("--drains", type=int, default=6, help="drains of the cell holding the sessions")
     parser.add_argument("--sessions", type=int, default=24, help="live sessions during the drains")
-    parser.add_argument("--cell-runs", type=int, default=4, help="main jobs that each lose three cells (cells part)")
+    parser.add_argument("--cell-runs", type=int, default=4, help="main jobs that each lose three cells and an execution node (cells part)")
     parser.add_argument("--parts", default="escapes,hacks,hostile,fuzz,drain,kills,cells", help="comma-separated parts to run")
     parser.add_argument("--hack-domains", nargs="+", default=["nl2repo", "swe", "terminal"], help="task domains of the hacks part")
     parser.add_argument("--hostile-sizes-mb", nargs="+", type=float, default=[1, 8, 32],
@@ -1375,7 +1375,7 @@ def main() -> None:
         if "cells" in parts:
             from cell_kills import cells_part  # benchmarks/cell_kills.py
 
-            log(f"cells: {args.cell_runs} runs losing a satellite, a rollout cell and the core each")
+            log(f"cells: {args.cell_runs} runs losing a satellite, a rollout cell, an execution node and the core each")
             results.update(cells_part(work, args.cell_runs))
             log(f"cells: {results['cell_kills']} kills, {results['core_recoveries']} core recoveries, "
                 f"{results['cell_steps_lost']} steps lost, update diff {results['update_max_abs_diff_after_satellite_loss']:.2e}")
@@ -1400,6 +1400,8 @@ def _targets(results: dict[str, Any]) -> list[tuple[str, str, bool]]:
         ("driver_kills", ">= 5", lambda v: v >= 5), ("steps_lost", "0", lambda v: v == 0),
         ("steps_repeated", "0", lambda v: v == 0), ("records_lost", "0", lambda v: v == 0),
         ("cell_kills", ">= 12", lambda v: v >= 12), ("core_recoveries", ">= 3", lambda v: v >= 3),
+        *[(f"cell_kills_{kind}", ">= 3", lambda v: v >= 3)
+          for kind in ("satellite_mid_step", "rollout_mid_call", "execution_node", "core_mid_step")],
         ("cell_steps_lost", "0", lambda v: v == 0), ("cell_steps_repeated", "0", lambda v: v == 0),
         ("cell_loss_failed_executions", "0", lambda v: v == 0),
         ("update_max_abs_diff_after_satellite_loss", "<= 1e-6", lambda v: v <= 1e-6),

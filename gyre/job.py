@@ -197,7 +197,8 @@ def run(cfg: DictConfig) -> int:
             server = ProxyServer(proxy).start()
             routing = LocalRouting(proxy.router, server.on_loop)
 
-        faults = FaultPlan(cluster_cfg.kill_cells, [f"cell{i}" for i in range(cluster_cfg.cells)])
+        faults = FaultPlan(cluster_cfg.kill_cells, [f"cell{i}" for i in range(cluster_cfg.cells)],
+                           [f"worker{i}" for i in range(nodes.count)])
 
         async def attempt(tracker: Any, resume: bool) -> int:
             """The cells, the executions and the loop, from the last checkpoint when ``resume``."""
@@ -213,7 +214,10 @@ def run(cfg: DictConfig) -> int:
                 plot_timeline(driver)
                 return steps
             finally:
-                await pool.close()
+                if nodes.count:
+                    await pool.stop()  # the workers outlive an attempt: the next one (a core restart) reuses them
+                else:
+                    await pool.close()
                 await cluster.close()
 
         async def main() -> int:
@@ -221,22 +225,32 @@ def run(cfg: DictConfig) -> int:
             with Tracker(run_dir, backends=list(cfg.tracking.backends), project=cfg.tracking.project,
                          run_name=cfg.tracking.run_name, config=config, wandb_mode=cfg.tracking.wandb_mode,
                          resume=loop_cfg.resume) as tracker:
-                restarts = 0
-                while True:
-                    try:
-                        steps = await attempt(tracker, resume=loop_cfg.resume or restarts > 0)
-                        if faults.missed():
-                            log.warning("cluster.kill_cells that never found their moment: %s", faults.missed())
-                        return steps
-                    except CoreLostError as error:
-                        restarts += 1
-                        if restarts > cluster_cfg.max_cell_restarts:
-                            raise CoreLostError(f"{error}; cluster.max_cell_restarts={cluster_cfg.max_cell_restarts} "
-                                                "restarts spent") from error
-                        log.error("%s: the cells restart from the last checkpoint (restart %d of at most %d)",
-                                  error, restarts, cluster_cfg.max_cell_restarts)
-                        with (run_dir / "core_restarts.jsonl").open("a") as restarts_log:
-                            restarts_log.write(json.dumps({"time": time.time(), "error": str(error)[:500]}) + "\n")
+                try:
+                    return await attempts(tracker)
+                finally:
+                    if nodes.count:
+                        from gyre.harness.nodes import end_workers
+
+                        await end_workers(slots)
+
+        async def attempts(tracker: Any) -> int:
+            """Attempts until one ends the run; a lost core restarts the cells from the last checkpoint."""
+            restarts = 0
+            while True:
+                try:
+                    steps = await attempt(tracker, resume=loop_cfg.resume or restarts > 0)
+                    if faults.missed():
+                        log.warning("cluster.kill_cells that never found their moment: %s", faults.missed())
+                    return steps
+                except CoreLostError as error:
+                    restarts += 1
+                    if restarts > cluster_cfg.max_cell_restarts:
+                        raise CoreLostError(f"{error}; cluster.max_cell_restarts={cluster_cfg.max_cell_restarts} "
+                                            "restarts spent") from error
+                    log.error("%s: the cells restart from the last checkpoint (restart %d of at most %d)",
+                              error, restarts, cluster_cfg.max_cell_restarts)
+                    with (run_dir / "core_restarts.jsonl").open("a") as restarts_log:
+                        restarts_log.write(json.dumps({"time": time.time(), "error": str(error)[:500]}) + "\n")
 
         return asyncio.run(main())
     finally:

@@ -480,13 +480,23 @@ def sane_reliability(r: dict) -> None:
     assert all(_is_rays(line) for line in r["kill_leftover_examples"]), (r["kill_leftover_examples"], r["kill_points"])
     assert all(line.startswith(("ray::DashboardAgent", "ray::RuntimeEnvAgent")) for line in r["kill_late_leftover_examples"]), (
         r["kill_late_leftover_examples"], r["kill_points"])
-    # One run losing a training satellite mid-step 1, a rollout cell mid-call in step 2 and the core mid-step 3:
-    # it finishes, every step logged once, the core rebuilt from its checkpoint, no execution failed by the loss
+    # One run losing a training satellite mid-step 1, a rollout cell mid-call and an execution node in step 2 and
+    # the core mid-step 3: it finishes, every step logged once, the core rebuilt from its checkpoint, no execution
+    # failed by a cell's loss (the dead node's own executions fail as worker_lost, by design)
     assert r["cell_kill_runs_finished"] == 1, r["cell_kill_failures"]
     assert r["cell_kills_satellite_mid_step"] == r["cell_kills_rollout_mid_call"] == r["cell_kills_core_mid_step"] == 1
+    assert r["cell_kills_execution_node"] == 1 and r["worker_lost_executions"] >= 1
+    assert r["cells_replaced"] >= 1  # the lost satellite (and rollout cell) came back under their ids
     assert r["core_recoveries"] == 1 and r["cell_steps_lost"] == r["cell_steps_repeated"] == 0
     assert r["cell_loss_failed_executions"] == 0 and r["cell_loss_redone_microbatches"] >= 1
+    # Three trainer cells, satellite cell2 killed once it trained two micro-batches (their gradients die with it):
+    # the step ends on the others with the update of one trainer doing every micro-batch (float32)
     assert 0 <= r["update_max_abs_diff_after_satellite_loss"] <= 1e-6 and r["satellite_loss_live_satellite_synced"]
+    assert r["satellite_loss_loss_rel_diff"] <= 1e-6 and r["satellite_loss_grad_norm_rel_diff"] <= 1e-6
+    assert r["satellite_loss_lost"] == [["cell2", "train"]] and r["satellite_loss_version"] == 1
+    by_cell = r["satellite_loss_microbatches_by_cell"]
+    assert by_cell["cell2"] == 0 and by_cell["cell0"] + by_cell["cell1"] == r["satellite_loss_microbatches"]
+    assert r["satellite_loss_redone_microbatches"] >= 2
 
 
 def _is_rays(command_line: str) -> bool:

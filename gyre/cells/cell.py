@@ -7,6 +7,8 @@ call goes to each cell of the group alike.
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import secrets
 from typing import Any
 
@@ -19,6 +21,12 @@ from gyre.cells.rank import CellRank
 from gyre.protocol import PackedBatch
 from gyre.replica.transfer import Transfer
 from gyre.single_controller import Collect, DispatchMode, GroupCall, WorkerGroup, register
+
+log = logging.getLogger(__name__)
+
+# A rank blocked in a broken transfer (its peer died) answers nothing until the transfer's timeout (minutes):
+# closing waits this long for the ranks to close themselves, then ends their processes regardless.
+CLOSE_TIMEOUT_S = 20.0
 
 
 class Cell:
@@ -96,7 +104,10 @@ class Cell:
     @register(DispatchMode.ONE_TO_ALL)
     async def close(self) -> None:
         try:
-            await self.ranks.close()
+            await asyncio.wait_for(self.ranks.close(), CLOSE_TIMEOUT_S)
+        except TimeoutError:
+            log.warning("cell %s did not close within %.0f s (a rank blocked in a transfer?); ending its processes",
+                        self.id, CLOSE_TIMEOUT_S)
         finally:
             for actor in self.ranks.members:
                 ray.kill(actor)

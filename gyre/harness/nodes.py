@@ -225,16 +225,27 @@ class NodePool(Pool):
             slot.running -= 1
             self.progress.finished(execution)
 
+    async def stop(self) -> None:
+        """Cancel what still runs; the workers stay up for another pool over the same slots (the job's next
+        attempt after a core restart)."""
+        await self.cancel_all()
+        self.progress.close()
+
     async def close(self) -> None:
         """Cancel what still runs, close the workers (their replicas flush their records) and end them."""
-        import ray
+        await self.stop()
+        await end_workers(self.slots)
 
-        await self.cancel_all()
-        live = [slot for slot in self.slots if slot.alive]
-        await asyncio.gather(*[slot.handle.close.remote() for slot in live], return_exceptions=True)
-        for slot in live:
-            ray.kill(slot.handle)
-        self.progress.close()
+
+async def end_workers(slots: Sequence[WorkerSlot]) -> None:
+    """Close the live workers (their replicas flush their records) and end their processes."""
+    import ray
+
+    live = [slot for slot in slots if slot.alive]
+    await asyncio.gather(*[slot.handle.close.remote() for slot in live], return_exceptions=True)
+    for slot in live:
+        ray.kill(slot.handle)
+        slot.alive = False
 
 
 def execution_nodes(count: int) -> list[dict[str, Any]]:
