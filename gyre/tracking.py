@@ -31,6 +31,12 @@ name                               meaning
 ``cells/lost``                     cells whose process died so far in the run (``dead`` in the timeline)
 ``cells/replaced``                 lost satellites replaced so far (a new process under the id, back from ``idle``)
 ``cells/microbatches_redone``      micro-batches of the step trained again: the satellite holding them was lost
+``parking/parks``, ``/restores``   sessions parked on the serving engines during the step (waiting on tools), and restored
+``parking/transfer_s``, ``_bytes`` restoring parked KV from host memory during the step: seconds, bytes moved
+``parking/recompute_s``, ``parking/recomputed_tokens``  restoring dropped KV by recomputing it: seconds, tokens
+``parking/dropped``                parked KV dropped from a full host store during the step (recomputed later)
+``parking/parked_sessions``        sessions whose KV the serving engines hold in host memory at the step's end (``parked_bytes``:
+                                   its size; ended executions' sessions stay until the bounded store drops them)
 ``train/execution_time_s``         wall seconds of each trained execution (a list)
 ``tokens/tree``, ``tokens/path``   tokens trained as prefix-shared trees; the same paths unshared
 ``tokens/policy``                  policy-generated (trained) tokens

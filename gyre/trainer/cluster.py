@@ -242,6 +242,21 @@ class Cluster:
     def alive(self) -> list[str]:
         return [cell_id for cell_id in self.ids if not self.membership.is_dead(cell_id)]
 
+    async def engine_stats(self, timeout_s: float = 5.0) -> dict[str, dict[str, float]]:
+        """Each serving cell's engine counters now (``gyre.rollout`` engines' ``stats``); a cell that does not
+        answer within ``timeout_s`` is left out (it is busy or dying: the metrics wait for no one)."""
+        serving = [c for c in self.alive() if self.role(c) == Role.ROLLOUT]
+        calls = [asyncio.ensure_future(self._stats_of(c)) for c in serving]
+        if not calls:
+            return {}
+        done, pending = await asyncio.wait(calls, timeout=timeout_s)
+        for call in pending:
+            call.cancel()
+        return dict(call.result() for call in done if call.exception() is None)
+
+    async def _stats_of(self, cell_id: str) -> tuple[str, dict[str, float]]:
+        return cell_id, await self.cells[cell_id].engine_rank.stats.remote()
+
     # Role switches ----------------------------------------------------------------------------------
 
     async def switch(self, cell_id: str, to: Role) -> float:

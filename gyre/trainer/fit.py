@@ -39,6 +39,7 @@ from gyre.trainer.cluster import CoreLostError
 from gyre.trainer.figures import earlier_curve_rows, plot_curves, plot_timeline
 from gyre.trainer.metrics import logged_train_metrics
 from gyre.trainer.observe import group_actions, scheduler_state
+from gyre.trainer.parking_metrics import ParkingMeter
 from gyre.trainer.step_metrics import model_seconds, step_metrics
 from gyre.trainer.timeline import TimelineLog
 from gyre.trainer.validation import validate
@@ -107,6 +108,7 @@ class Driver:
         self.running: set[asyncio.Future] = set()
         self.finished_log: list[dict[str, Any]] = []  # per execution, since the last step
         self.lost = 0  # executions whose execution worker died under them (gyre.harness.nodes)
+        self.parking = ParkingMeter()  # the engines' parking counters, per step (parking/*)
         self.step_started: float | None = None
         self.last_step_end = time.perf_counter()
         self._wake = asyncio.Event()
@@ -264,6 +266,9 @@ class Driver:
         metrics["executions/streamed_in"] = intake.streamed
         staleness = [version - group.version for group in groups for _ in group.finished]
         metrics.update(step_metrics(self, executions, staleness))
+        engine_stats = getattr(self.cluster, "engine_stats", None)  # a real cluster's (a simulated one has none)
+        if engine_stats is not None:
+            metrics.update(self.parking.step(await engine_stats()))
         self.finished_log = []
         self.steps_done += 1
         self.last_step_end = time.perf_counter()

@@ -24,10 +24,11 @@ def test_main_job_runs_under_each_scheduler(tmp_path, scheduler, ranks):
         "+recipe=terminalbench", f"scheduler={scheduler}", f"run_dir={run_dir}", "trainer.total_steps=2",
         f"cluster.cells={cells}", f"cluster.ranks_per_cell={ranks}", "scheduler.batch_size=4",
         "trainer.group_size=2", "scheduler.rollout_cells=1",
-        "harness.max_turns=1", "harness.reference.sub_agent=false", "harness.progress=false",
-        "tracking.backends=[jsonl,wandb]",
+        "harness.reference.sub_agent=false", "harness.progress=false", "tracking.backends=[jsonl,wandb]",
         # elastic (streaming steps, satellites joining) also runs two PPO epochs per step
         *(["trainer.ppo_epochs=2"] if scheduler == "elastic" else []),
+        # async's executions make several calls: their sessions wait on tools between them (parking)
+        f"harness.max_turns={3 if scheduler == 'async' else 1}",
     ]
     env = {k: v for k, v in os.environ.items() if k != "WANDB_API_KEY"}
     done = subprocess.run([sys.executable, "-m", "gyre.main", *overrides], capture_output=True, text=True,
@@ -53,6 +54,11 @@ def test_main_job_runs_under_each_scheduler(tmp_path, scheduler, ranks):
         assert all(s["last_epoch/ratio_max"] > 1.0 for s in steps)
     if scheduler == "async":  # the fixed split: the one rollout satellite never trains
         assert all(s["train/cells"] == cells - 1 for s in steps)
+        # Sessions waiting on tools were parked on the serving cell's engine (KV to host memory) and restored
+        # from there by their next calls: what the simulator's restore rate is fitted from
+        assert sum(s["parking/parks"] for s in steps) > 0 and sum(s["parking/restores"] for s in steps) > 0, steps
+        assert sum(s["parking/transfer_bytes"] for s in steps) > 0 and sum(s["parking/transfer_s"] for s in steps) > 0
+    assert all(s["parking/parks"] >= 0 and s["parking/recomputed_tokens"] >= 0 for s in steps)
 
 
 @pytest.mark.slow
