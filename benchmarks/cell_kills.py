@@ -6,7 +6,8 @@
   the execution worker of node 1 with executions running in step 2 (as its node dying would), the core
   mid-step 3. Each run must end with every step logged once (``cell_steps_lost``, ``cell_steps_repeated``),
   the core rebuilt from its last checkpoint (``core_recoveries``), and no execution failed by a call the lost
-  rollout cell held (``cell_loss_failed_executions``: executions trained as crashed). The dead worker's
+  rollout cell held (``cell_loss_failed_executions``: executions trained as crashed; a call lost to its harness
+  crashes it) and no call recorded twice (``cell_loss_calls_duplicated``). The dead worker's
   executions fail as ``worker_lost`` by design (unscorable, not trained): ``worker_lost_executions``.
 - One satellite killed mid-step on Ray cells, in this process, against the same step on one trainer:
   ``update_max_abs_diff_after_satellite_loss`` (the weights after the step; float32).
@@ -61,8 +62,16 @@ def run_with_kills(run_dir: Path, rollout_cell: str, timeout_s: float) -> dict[s
         # cumulative per attempt of the run: the most any step logged (a core restart counts from 0 again)
         "worker_lost_executions": max((row.get("executions/lost", 0) for row in steps), default=0),
         "cells_replaced": max((row.get("cells/replaced", 0) for row in steps), default=0),
+        **recorded_calls(run_dir / "records"),
         "tail": output[-1500:] if done.returncode else "",
     }
+
+
+def recorded_calls(folder: Path) -> dict[str, int]:
+    """Calls on disk, and those recorded twice (one call id in two lines: a retried call answered twice)."""
+    ids = [json.loads(line)["call_id"] for path in sorted(folder.glob("*.jsonl"))
+           for line in path.read_text().splitlines() if line.strip()]
+    return {"calls_recorded": len(ids), "calls_duplicated": len(ids) - len(set(ids))}
 
 
 def satellite_loss_update(model_path: str, kill_after: int = 2) -> dict[str, Any]:
@@ -134,6 +143,8 @@ def cells_part(work: Path, runs: int, timeout_s: float = 600) -> dict[str, Any]:
         "cell_loss_failed_executions": sum(r["failed_executions"] for r in results),
         "cell_loss_redone_microbatches": sum(r["redone_microbatches"] for r in results),
         "worker_lost_executions": sum(r["worker_lost_executions"] for r in results),
+        "cell_loss_calls_recorded": sum(r["calls_recorded"] for r in results),
+        "cell_loss_calls_duplicated": sum(r["calls_duplicated"] for r in results),
         "cells_replaced": sum(r["cells_replaced"] for r in results),  # lost satellites back under their id
         "cell_kill_run_s": [round(r["seconds"], 1) for r in results],
         "cell_kill_failures": [r["tail"] for r in results if r["exit"]],

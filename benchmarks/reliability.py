@@ -1403,7 +1403,7 @@ def _targets(results: dict[str, Any]) -> list[tuple[str, str, bool]]:
         *[(f"cell_kills_{kind}", ">= 3", lambda v: v >= 3)
           for kind in ("satellite_mid_step", "rollout_mid_call", "execution_node", "core_mid_step")],
         ("cell_steps_lost", "0", lambda v: v == 0), ("cell_steps_repeated", "0", lambda v: v == 0),
-        ("cell_loss_failed_executions", "0", lambda v: v == 0),
+        ("cell_loss_failed_executions", "0", lambda v: v == 0), ("cell_loss_calls_duplicated", "0", lambda v: v == 0),
         ("update_max_abs_diff_after_satellite_loss", "<= 1e-6", lambda v: v <= 1e-6),
     ]
     return [(key, target, key in results and check(results[key])) for key, target, check in checks]

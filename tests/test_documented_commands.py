@@ -489,6 +489,7 @@ def sane_reliability(r: dict) -> None:
     assert r["cells_replaced"] >= 1  # the lost satellite (and rollout cell) came back under their ids
     assert r["core_recoveries"] == 1 and r["cell_steps_lost"] == r["cell_steps_repeated"] == 0
     assert r["cell_loss_failed_executions"] == 0 and r["cell_loss_redone_microbatches"] >= 1
+    assert r["cell_loss_calls_recorded"] >= 16 and r["cell_loss_calls_duplicated"] == 0
     # Three trainer cells, satellite cell2 killed once it trained two micro-batches (their gradients die with it):
     # the step ends on the others with the update of one trainer doing every micro-batch (float32)
     assert 0 <= r["update_max_abs_diff_after_satellite_loss"] <= 1e-6 and r["satellite_loss_live_satellite_synced"]
