@@ -36,6 +36,8 @@ class CellKill:
 
     @classmethod
     def parse(cls, entry: Any, cells: list[str], workers: list[str] = ()) -> CellKill:
+        if isinstance(entry, dict) and not isinstance(entry.get("step", 1), int):
+            raise ValueError(f"cluster.kill_cells entry {entry!r}: step is a step number (an integer >= 1)")
         if isinstance(entry, dict) and "worker" in entry:
             if set(entry) - {"worker", "step"} or "step" not in entry:
                 raise ValueError(f"cluster.kill_cells entry {entry!r}: expected {{worker: <name>, step: <n>}}")

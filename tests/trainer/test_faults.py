@@ -27,6 +27,7 @@ def test_entries_of_each_kind_parse():
     ({"worker": "worker2", "step": 1}, "no execution worker 'worker2'"),
     ({"worker": "worker0", "step": 1, "during": "step"}, "expected {worker"),
     ("cell0", "expected {cell"),
+    ({"cell": "cell0", "step": "two"}, "step is a step number"),
 ])
 def test_a_broken_entry_is_named(entry, names):
     with pytest.raises(ValueError, match=names.replace("{", r"\{")) as raised:
