@@ -17,7 +17,7 @@ The main figures, for each seed, from a clean cache (a fresh ``GYRE_CACHE`` unle
 
 The test split (``recipes/learn/tasks/test``) is evaluated here only; the recipe validates on ``dev``, the
 split to tune on. Pass rate = share of executions with full credit. Every validation must score all the
-executions it planned (each test task ``trainer.val_samples`` times, at least ``--min-executions``), else the
+executions it planned (each test task enough times for at least ``--min-executions``: 4 x 48 = 192), else the
 benchmark stops naming it. Pass rates carry Wilson 95% intervals, gains bootstrap 95% intervals over
 executions (``gyre.trainer.intervals``).
 
@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import statistics
 import subprocess
@@ -125,13 +126,24 @@ def training_shape(run_dir: Path) -> dict[str, float]:
             "fwd_bwd_s_per_step": mean("train/fwd_bwd_s"), "tree_tokens_per_step": mean("tokens/tree")}
 
 
+def samples_for(split: str, minimum: int) -> int:
+    """Samples of each task of ``split`` (a folder of task folders) so that it makes at least ``minimum``."""
+    folder = Path(split) if Path(split).is_absolute() else ROOT / split
+    tasks = sum(1 for task in folder.iterdir() if task.is_dir()) if folder.is_dir() else 0
+    if tasks == 0:
+        raise SystemExit(f"--test {split}: no task folders in {folder}")
+    return max(1, math.ceil(minimum / tasks))
+
+
 class Seed:
     """The runs of one seed under ``work``, against the test split."""
 
     def __init__(self, seed: int, steps: int, work: Path, cache: Path, overrides: list[str], minimum: int,
                  test: str = TEST) -> None:
         self.seed, self.steps, self.work, self.cache, self.minimum = seed, steps, work, cache, minimum
-        self.common = [f"env.val_path={test}", *overrides]
+        # Enough samples of each test task that a validation plans at least ``minimum`` executions (the recipe's
+        # own val_samples is for its dev split); an --override of trainer.val_samples still wins.
+        self.common = [f"env.val_path={test}", f"trainer.val_samples={samples_for(test, minimum)}", *overrides]
         cells = [o.split("=", 1)[1] for o in overrides if o.startswith("cluster.cells=")]
         self.cells = int(cells[-1]) if cells else 4  # conf/cluster/cpu.yaml
 
