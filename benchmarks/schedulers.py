@@ -6,7 +6,8 @@ Each policy runs the real main job (``python -m gyre.main``: Ray cells, proxy, r
 tiny model, the built-in DeepSWE-format tasks) in its own process with identical settings. Execution time
 is made heavy-tailed by a simulated tool time before every agent turn drawn from a log-normal, as long
 agent runs are. Reported per policy: time per step, cell idle fraction, executions per hour, role-switch
-times, engine seconds per model call; and the speedups of elastic over each baseline, per step and on
+times, engine seconds per model call, what parking did (``parked_slot_s``, ``parks``, ``restores``,
+``recomputed_tokens``, ``slot_share``: every policy parks sessions waiting on tools); and the speedups of elastic over each baseline, per step and on
 equal work.
 
 The cells' engines share this machine's cores (4 cells on 2 cores by default), so a policy that keeps
@@ -123,7 +124,20 @@ def run_policy(policy: str, args: argparse.Namespace, root: Path) -> dict[str, f
         "switches": last.get("switch/count", 0),
         "staleness_mean": sum(r.get("staleness/mean", 0.0) for r in steps) / len(steps),
         "engine_call_s": engine_call_s(run_dir, after=steps[0]["time"] if len(steps) > 1 else 0.0),
+        **parking_totals(steps),
     }
+
+
+def parking_totals(steps: list[dict]) -> dict[str, float]:
+    """What parking did over the run (every policy parks alike): seconds sessions spent parked (engine slots
+    given back while they waited on tools), parks, restores and the tokens restores recomputed; and the
+    slot share the scheduler last saw."""
+    def total(key: str) -> float:
+        return float(sum(r.get(key, 0.0) for r in steps))
+
+    return {"parked_slot_s": total("parking/parked_slot_s"), "parks": total("parking/parks"),
+            "restores": total("parking/restores"), "recomputed_tokens": total("parking/recomputed_tokens"),
+            "slot_share": float(steps[-1].get("parking/slot_share", 1.0))}
 
 
 def engine_call_s(run_dir: Path, after: float) -> float:

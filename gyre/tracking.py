@@ -36,7 +36,10 @@ name                               meaning
 ``parking/recompute_s``, ``parking/recomputed_tokens``  restoring dropped KV by recomputing it: seconds, tokens
 ``parking/dropped``                parked KV dropped from a full host store during the step (recomputed later)
 ``parking/parked_sessions``        sessions whose KV the serving engines hold in host memory at the step's end (``parked_bytes``:
-                                   its size; ended executions' sessions stay until the bounded store drops them)
+                                   its size; an ended execution's sessions are freed when it ends)
+``parking/parked_slot_s``          seconds sessions spent parked during the step (engine slots they gave back, from the router)
+``parking/slot_share``             share of its time a live session held an engine slot over recent calls (what the
+                                   scheduler divides a cell's capacity by: parking lets a cell host more executions)
 ``train/execution_time_s``         wall seconds of each trained execution (a list)
 ``tokens/tree``, ``tokens/path``   tokens trained as prefix-shared trees; the same paths unshared
 ``tokens/policy``                  policy-generated (trained) tokens

@@ -195,6 +195,8 @@ SMALLEST: dict[str, Callable[[str, Workspace], Invocation]] = {
         c, ws, "--presets", "deepswe_122b", "--steps", "2"),
     "python benchmarks/sim_grid.py --out grid.json": lambda c, ws: benchmark(c, ws, "--only", "cells_2"),
     "python benchmarks/schedulers.py --out schedulers.json": run_schedulers,
+    "python benchmarks/parking_exactness.py --out parking_exactness.json": lambda c, ws: benchmark(
+        c, ws, "--steps", "1", "--batch-size", "2", "--group-size", "2", "--max-turns", "3"),
     "python benchmarks/sim_validation.py --out validation.json": lambda c, ws: benchmark(
         c, ws, "--runs", str(ws.produced("scheduler_runs")), "--sim-steps", "4", "--seeds", "1"),
     "python benchmarks/reliability.py --out reliability.json": lambda c, ws: benchmark(
@@ -452,6 +454,17 @@ def sane_schedulers(r: dict) -> None:
         positive(r, f"policy_tokens_per_hour_{policy}", f"wall_s_{policy}", f"step_time_{policy}")
         # length_bias (trained over dispatched mean length) may pass 1 when the long executions are trained
         assert 0 <= r[f"idle_fraction_{policy}"] <= 1 and r[f"length_bias_{policy}"] > 0
+        # every policy parks sessions waiting on tools (proxy.parking), and each park frees a slot for a while
+        assert r[f"parks_{policy}"] >= r[f"restores_{policy}"] >= 0 and r[f"recomputed_tokens_{policy}"] >= 0
+        assert r[f"parked_slot_s_{policy}"] >= 0 and 0 < r[f"slot_share_{policy}"] <= 1
+
+
+def sane_parking_exactness(r: dict) -> None:
+    # the same calls, token for token, with sessions parked and restored from host memory in one run only
+    assert r["exact"] == 1 and r["calls_compared"] == r["calls_parking_on"] == r["calls_parking_off"] >= 2, r
+    assert r["calls_with_different_tokens"] == 0 and r["max_logprob_abs_diff"] <= 1e-6
+    assert r["parks_parking_on"] >= 1 and r["restores_parking_on"] >= 1 and r["parked_slot_s_parking_on"] > 0, r
+    assert r["parks_parking_off"] == r["restores_parking_off"] == 0
 
 
 def sane_validation(r: dict) -> None:
@@ -510,6 +523,7 @@ BENCHMARK_SANITY: dict[str, Callable[[dict], None]] = {
     "proxy_replicated.json": sane_proxy_replicated, "long_context.json": sane_long_context, "long.json": sane_long,
     "sim.json": sane_sim, "grid.json": sane_grid, "schedulers.json": sane_schedulers,
     "validation.json": sane_validation, "reliability.json": sane_reliability,
+    "parking_exactness.json": sane_parking_exactness,
 }
 
 

@@ -31,6 +31,9 @@ class RemoteEngine:
     async def park(self, session_id: str) -> bool:
         return await self._call("park", session_id)
 
+    async def end_session(self, session_id: str) -> None:
+        await self._call("end_session", session_id)
+
     async def _call(self, method: str, *args: Any) -> Any:
         """The actor's method; Ray's errors turned into the router's signals: the engine is asleep, or the
         cell's process is gone (``CellLostError``)."""
@@ -79,6 +82,9 @@ class ServesEngine:
 
     async def park(self, session_id: str) -> bool:
         return await self.engine.park(session_id)
+
+    async def end_session(self, session_id: str) -> None:
+        await self.engine.end_session(session_id)
 
 
 class EngineHost(ServesEngine):

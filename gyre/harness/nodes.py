@@ -118,6 +118,11 @@ class ExecutionWorker:
     async def inflight(self) -> dict[str, int]:
         return await self.replica.inflight() if self.replica is not None else {}
 
+    async def occupancy(self) -> Any:
+        from gyre.proxy.router import Occupancy
+
+        return await self.replica.occupancy() if self.replica is not None else Occupancy()
+
     async def close(self) -> None:
         await self.pool.close()
         if self.replica is not None:

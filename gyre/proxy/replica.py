@@ -22,7 +22,7 @@ from __future__ import annotations
 from typing import Any
 
 from gyre.protocol import CallRecord
-from gyre.proxy.router import DrainReport
+from gyre.proxy.router import DrainReport, Occupancy
 
 
 class ProxyReplica:
@@ -50,6 +50,12 @@ class ProxyReplica:
     async def inflight(self) -> dict[str, int]:
         async def snapshot() -> dict[str, int]:  # read on the router's own loop
             return self.routing.inflight()
+
+        return await self.server.on_loop(snapshot())
+
+    async def occupancy(self) -> Occupancy:
+        async def snapshot() -> Occupancy:  # read on the router's own loop
+            return self.server.proxy.router.occupancy()
 
         return await self.server.on_loop(snapshot())
 

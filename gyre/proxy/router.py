@@ -116,6 +116,36 @@ class RoutedGeneration:
     reroutes: list[dict[str, Any]]
 
 
+@dataclass(frozen=True)
+class Occupancy:
+    """What the scheduler sees of the router's sessions (``Router.occupancy``): each routed cell's sessions
+    holding an engine slot (``active``: not parked), the sessions parked now, and over recent calls the
+    seconds sessions held a slot (their calls, and tool gaps they were not parked for) against the seconds
+    they lived (calls and every gap); and ``parked_s``, every second a session has spent parked since the
+    router started (counted when its next call ends the park)."""
+
+    active: dict[str, int] = field(default_factory=dict)
+    parked: int = 0
+    held_s: float = 0.0
+    lived_s: float = 0.0
+    parked_s: float = 0.0
+
+    @property
+    def slot_share(self) -> float:
+        """Share of a live session's time it holds a slot (1 until measured, or without parking)."""
+        return min(1.0, max(self.held_s / self.lived_s, 1e-3)) if self.lived_s > 0 else 1.0
+
+    @staticmethod
+    def merged(parts: list["Occupancy"]) -> "Occupancy":
+        """Several routers' (proxy replicas') occupancy over the same cells, summed."""
+        active: dict[str, int] = {}
+        for part in parts:
+            for cell_id, sessions in part.active.items():
+                active[cell_id] = active.get(cell_id, 0) + sessions
+        return Occupancy(active, sum(p.parked for p in parts), sum(p.held_s for p in parts), sum(p.lived_s for p in parts),
+                         sum(p.parked_s for p in parts))
+
+
 @dataclass
 class DrainReport:
     cell_id: str
@@ -128,6 +158,9 @@ class DrainReport:
 
 
 class Router:
+    #: Calls over which the slot share (``Occupancy``) is measured: recent enough to follow a run's phases.
+    SLOT_WINDOW = 512
+
     def __init__(
         self,
         cells: list[RoutedCell] | None = None,
@@ -149,7 +182,9 @@ class Router:
         self._gaps: dict[str, deque[float]] = {}  # session -> its last tool gaps, seconds
         self._gap_total, self._gap_count = 0.0, 0  # every session's gaps: the prior of a session with none
         self._parked: dict[str, RoutedCell] = {}  # session -> the cell whose engine parked it (until its next call)
-        self._parking_tasks: set[asyncio.Task] = set()
+        self._slot_time: deque[tuple[float, float]] = deque(maxlen=self.SLOT_WINDOW)  # per call: (held, lived) s
+        self._parked_s = 0.0  # seconds sessions spent parked, all told
+        self._background: set[asyncio.Task] = set()  # parks and ended sessions' frees, under way
         self.counters = {
             "calls": 0, "reroutes": 0, "overloaded": 0, "kv_imports": 0, "engine_asleep": 0, "cells_lost": 0,
             "parks": 0, "parks_refused": 0, "parks_skipped": 0,
@@ -196,15 +231,28 @@ class Router:
         self._notify()
 
     def release(self, execution_id: str) -> None:
-        """Forget an ended execution's placement (its cell's engine evicts its caches by LRU)."""
+        """Forget an ended execution's placement, and have the engines that hold its sessions' caches (its
+        cell's, and where one was parked) free them in the background. (Called outside an event loop, as
+        some tests do, it leaves them to age out of the engines' bounded stores.)"""
         cell = self._affinity.pop(execution_id, None)
         if cell is not None:
             cell.executions.discard(execution_id)
         for session_id in self._sessions.pop(execution_id, ()):
             self._returned_at.pop(session_id, None)
             self._gaps.pop(session_id, None)
-            self._parked.pop(session_id, None)
+            holders = {id(c): c for c in (cell, self._parked.pop(session_id, None)) if c is not None}
+            if _loop_running():
+                for holder in holders.values():
+                    self._in_background(self._end_session(holder, session_id))
         self._notify()
+
+    async def _end_session(self, cell: RoutedCell, session_id: str) -> None:
+        end = getattr(cell.engine, "end_session", None)
+        try:
+            if end is not None:
+                await end(session_id)
+        except Exception as error:  # a lost or sleeping cell holds nothing worth freeing
+            log.debug("cell %s: end_session(%s) failed: %s", cell.cell_id, session_id, error)
 
     def cell_of(self, execution_id: str) -> str | None:
         cell = self._affinity.get(execution_id)
@@ -235,7 +283,8 @@ class Router:
         reroutes: list[dict[str, Any]] = []
         queue_s = 0.0
         self.counters["calls"] += 1
-        self._tool_gap_ended(session_id)
+        began = self.clock()
+        gap, was_parked = self._tool_gap_ended(session_id)
         while True:
             waited = time.perf_counter()
             cell = await self._acquire(execution_id)
@@ -279,6 +328,8 @@ class Router:
                 if moving is not None:
                     await moving.wait()
                 continue
+            call_s = max(0.0, self.clock() - began)
+            self._slot_time.append((call_s + (0.0 if was_parked else gap), call_s + gap))
             self._maybe_park(cell, session_id, len(prompt_ids) + len(generation.response_ids))
             return RoutedGeneration(generation, cell.cell_id, session_id, queue_s, reroutes)
 
@@ -349,16 +400,29 @@ class Router:
 
     # ------------------------------------------------------------------ parking
 
-    def _tool_gap_ended(self, session_id: str) -> None:
-        """A call on the session starts: the gap since its last call returned joins its history."""
-        self._parked.pop(session_id, None)
+    def _tool_gap_ended(self, session_id: str) -> tuple[float, bool]:
+        """A call on the session starts: the gap since its last call returned joins its history. (That gap in
+        seconds, 0 for a first call; whether the session was parked through it.)"""
+        was_parked = self._parked.pop(session_id, None) is not None
         returned = self._returned_at.pop(session_id, None)
         if returned is None:
-            return
+            return 0.0, was_parked
         gap = max(0.0, self.clock() - returned)
         self._gaps.setdefault(session_id, deque(maxlen=self.parking.window)).append(gap)
         self._gap_total += gap
         self._gap_count += 1
+        self._parked_s += gap if was_parked else 0.0
+        return gap, was_parked
+
+    def occupancy(self) -> Occupancy:
+        """Each cell's sessions holding a slot, the parked ones, and the recent slot time (see `Occupancy`)."""
+        parked = set(self._parked)
+        active = {cell_id: sum(1 for execution_id in list(cell.executions)
+                               for session_id in self._sessions.get(execution_id, ()) if session_id not in parked)
+                  for cell_id, cell in list(self.cells.items())}
+        held = sum(h for h, _ in self._slot_time) if self.parking.enabled else 0.0
+        lived = sum(l for _, l in self._slot_time) if self.parking.enabled else 0.0
+        return Occupancy(active, len(parked), held, lived, self._parked_s)
 
     def _maybe_park(self, cell: RoutedCell, session_id: str, context_tokens: int) -> None:
         """A call returned: park its session in the background if its predicted tool gap outlasts a restore."""
@@ -372,9 +436,12 @@ class Router:
         if not rule.should_park(self._gaps.get(session_id, ()), self.parking.restore_cost_s(context_tokens)):
             self.counters["parks_skipped"] += 1
             return
-        task = asyncio.ensure_future(self._park(cell, session_id))
-        self._parking_tasks.add(task)
-        task.add_done_callback(self._parking_tasks.discard)
+        self._in_background(self._park(cell, session_id))
+
+    def _in_background(self, work: Any) -> None:
+        task = asyncio.ensure_future(work)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
 
     async def _park(self, cell: RoutedCell, session_id: str) -> bool:
         park = getattr(cell.engine, "park", None)
@@ -389,9 +456,9 @@ class Router:
         return parked
 
     async def settle_parking(self) -> None:
-        """Wait for the parks asked so far (tests; a driver reading the counters at a step boundary)."""
-        while self._parking_tasks:
-            await asyncio.gather(*list(self._parking_tasks), return_exceptions=True)
+        """Wait for the parks and frees asked so far (tests; a driver reading the counters at a step boundary)."""
+        while self._background:
+            await asyncio.gather(*list(self._background), return_exceptions=True)
 
     # ------------------------------------------------------------------ drain
 
@@ -475,6 +542,14 @@ class Router:
             del self._moving[execution_id]
             moving.set()
             self._notify()
+
+
+def _loop_running() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
 
 
 def truncate_state(state: KVState, length: int) -> KVState:

@@ -5,8 +5,10 @@
 - `ReplicatedRouting`: the proxy replicas of the execution nodes (``cluster.execution_nodes``), each
   routing its own executions over the same cells.
 
-Both give the driver each routed cell's in-flight calls (``inflight``: its idle accounting), the replicated
-one from a snapshot refreshed in the background (the driver's accounting is synchronous and approximate).
+Both give the driver each routed cell's in-flight calls (``inflight``: its idle accounting) and the
+sessions' occupancy of the cells (``occupancy``: which hold only parked sessions, and the share of its time a
+session holds a slot; the scheduler's view), the replicated one from snapshots refreshed in the background
+(the driver's view is synchronous and approximate).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import math
 from collections.abc import Callable, Coroutine
 from typing import Any
 
-from gyre.proxy.router import DrainReport, RoutedCell, Router
+from gyre.proxy.router import DrainReport, Occupancy, RoutedCell, Router
 
 log = logging.getLogger(__name__)
 
@@ -26,6 +28,7 @@ class LocalRouting:
     def __init__(self, router: Router, on_router_loop: Callable[[Coroutine[Any, Any, Any]], Any] | None = None) -> None:
         self.router = router
         self.on_router_loop = on_router_loop or (lambda coroutine: coroutine)
+        self._occupancy = Occupancy()
 
     async def drain(self, cell_ids: list[str]) -> list[DrainReport]:
         """Drain the routed ones of ``cell_ids`` together: all are marked draining first."""
@@ -57,6 +60,15 @@ class LocalRouting:
     def inflight(self) -> dict[str, int]:
         return {cell_id: cell.inflight for cell_id, cell in self.router.cells.items()}
 
+    def occupancy(self) -> Occupancy:
+        """Read from the driver's thread while the router's loop may change it: a read that meets a change
+        keeps the last one."""
+        try:
+            self._occupancy = self.router.occupancy()
+        except RuntimeError:  # a dict changed size while it was read
+            pass
+        return self._occupancy
+
     async def lose(self, cell_ids: list[str], reason: str = "its process died") -> None:
         """The cells' processes died (or were closed): route nothing more to them (their calls in flight retry
         elsewhere)."""
@@ -79,6 +91,8 @@ class ReplicatedRouting:
         self.replicas = list(replicas)
         self._inflight: dict[str, int] = {}
         self._refreshing = False
+        self._occupancy = Occupancy()
+        self._refreshing_occupancy = False
 
     async def drain(self, cell_ids: list[str]) -> list[DrainReport]:
         """Drain on every replica concurrently; one report per cell, summed over the replicas."""
@@ -124,6 +138,19 @@ class ReplicatedRouting:
             future = asyncio.ensure_future(self._on_all("inflight"))
             future.add_done_callback(self._refreshed)
         return self._inflight
+
+    def occupancy(self) -> Occupancy:
+        """The last snapshot, merged over the replicas (asks for a fresh one, which a later call sees)."""
+        if not self._refreshing_occupancy:
+            self._refreshing_occupancy = True
+            future = asyncio.ensure_future(self._on_all("occupancy"))
+            future.add_done_callback(self._occupancy_refreshed)
+        return self._occupancy
+
+    def _occupancy_refreshed(self, future: asyncio.Future) -> None:
+        self._refreshing_occupancy = False
+        if not future.cancelled() and future.exception() is None:
+            self._occupancy = Occupancy.merged(list(future.result()))
 
     def _refreshed(self, future: asyncio.Future) -> None:
         self._refreshing = False

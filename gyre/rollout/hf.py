@@ -221,6 +221,11 @@ class HFEngine:
         it without the caller doing anything."""
         return await self._command(lambda: self._park(session_id))
 
+    async def end_session(self, session_id: str) -> None:
+        """The session's execution ended: free its cache, in the budget or parked on host (else it would
+        hold memory until evicted by newer sessions)."""
+        await self._command(lambda: self._end_session(session_id))
+
     async def export_session(self, session_id: str) -> KVState | None:
         """A CPU copy of the session's idle (or parked) cache (None if it has none); the engine keeps its own."""
         return await self._command(lambda: self._export(session_id))
@@ -612,6 +617,11 @@ class HFEngine:
         else:
             self._parked.drop(session_id, len(entry))
         return True
+
+    def _end_session(self, session_id: str) -> None:
+        if not any(call.session_id == session_id for call in list(self._running) + list(self._waiting)):
+            self._store.take(session_id)
+        self._parked.forget(session_id)
 
     def _restore(self, entry: SessionKV) -> SessionKV:
         """A parked cache (the part a call reuses) moved back to the engine's device, counted."""

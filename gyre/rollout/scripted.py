@@ -60,6 +60,9 @@ class ScriptedEngine:
     async def park(self, session_id: str) -> bool:
         return False  # no KV to free
 
+    async def end_session(self, session_id: str) -> None:
+        return None
+
     async def export_session(self, session_id: str) -> KVState | None:
         return None
 

@@ -39,6 +39,10 @@ Mapping of the protocol onto vLLM:
   there is nothing to move. Export returns the session's tokens with no tensors; import counts a
   ``kv_import_fallbacks`` and the next call recomputes, helped by vLLM's automatic prefix caching
   (``enable_prefix_caching=True``) when the prefix is still in this engine's cache.
+- ``park``: vLLM keeps no KV per session between calls (a finished request's blocks go back to the pool
+  and stay in the prefix cache until reused), so parking frees nothing and moves nothing: it marks the
+  session parked for the router, and its next call restores it from the prefix cache or recomputes what
+  was evicted (counted: ``parks``, ``restores``, ``park_recomputed_tokens``).
 
 One event loop: vLLM's output handler is an asyncio task bound to the loop of the first call, so use
 one engine from one event loop (the cell's). Per-session "waiting" is not visible through vLLM's API:
@@ -180,6 +184,7 @@ class VLLMEngine:
         self._ids = itertools.count()
         self._inflight: dict[str, dict[str, asyncio.Event]] = {}  # session -> request id -> abort event
         self._sessions: OrderedDict[str, tuple[list[int], int]] = OrderedDict()  # tokens, weight version
+        self._parked: dict[str, int] = {}  # parked session -> tokens of its context when parked
         self._counters = EngineCounters()
         self._meter = ThroughputMeter()
         self._top_p_calls = 0
@@ -211,6 +216,7 @@ class VLLMEngine:
             detokenize=False,
             output_kind=RequestOutputKind.DELTA,
         )
+        parked_tokens = self._parked.pop(session_id, None)  # this call restores a parked session
         request_id = f"{self.engine_id}-{next(self._ids)}"
         aborted = asyncio.Event()
         self._inflight.setdefault(session_id, {})[request_id] = aborted
@@ -236,6 +242,8 @@ class VLLMEngine:
             if not self._inflight.get(session_id):
                 self._inflight.pop(session_id, None)
         self._counters.prefix_hit_tokens += state.cached
+        if parked_tokens is not None:
+            self._count_restore(parked_tokens, len(prompt), state)
         self._counters.calls_finished += 1
         self._counters.calls_aborted += state.finish == "abort"
         self._remember(session_id, prompt + state.tokens[:-1] if state.tokens else prompt[:-1])
@@ -261,10 +269,26 @@ class VLLMEngine:
         return bool(requests)
 
     async def park(self, session_id: str) -> bool:
-        """Not implemented for vLLM yet (issue #36: its CPU offloading KV connector, else prefix-cache
-        recompute): answers False, so the router's decision changes nothing here. vLLM frees a finished
-        request's blocks anyway; its prefix cache keeps them until they are reused for other requests."""
-        return False
+        """Let an idle session go without holding a slot until its next call. vLLM holds no KV per session
+        between calls: a finished request's blocks return to the pool at once and stay in the prefix cache
+        (``enable_prefix_caching``; with ``engine_args.kv_transfer_config`` an offloading connector spills
+        them to host memory) until other requests need them. So parking moves nothing: it counts the park
+        and tells the router the session may be placed anywhere; its next call is the restore, served
+        from the prefix cache where the context is still there and recomputed where it is not
+        (``park_recomputed_tokens``). False if the session is unknown, already parked, has a call in flight,
+        or the engine is asleep."""
+        if (self._asleep or self._closed or self._inflight.get(session_id) or session_id not in self._sessions
+                or session_id in self._parked):
+            return False
+        self._parked[session_id] = len(self._sessions[session_id][0])
+        self._counters.parks += 1
+        return True
+
+    async def end_session(self, session_id: str) -> None:
+        """The session's execution ended: forget its tokens and parked mark (its blocks age out of the
+        prefix cache by themselves)."""
+        self._sessions.pop(session_id, None)
+        self._parked.pop(session_id, None)
 
     async def export_session(self, session_id: str) -> KVState | None:
         """The session's tokens without tensors: vLLM cannot hand out one request's KV blocks."""
@@ -348,6 +372,11 @@ class VLLMEngine:
             "weight_version": float(self.weight_version),
             "weight_buckets_sent": float(self._weights.buckets_sent),
             "asleep": float(self._asleep),
+            "parked_sessions": float(len(self._parked)),
+            "parks": float(counters.parks),
+            "restores": float(counters.restores),
+            "park_recomputed_tokens": float(counters.park_recomputed_tokens),
+            "restore_recompute_s": counters.restore_recompute_s,
         }
 
     async def close(self) -> None:
@@ -429,11 +458,21 @@ class VLLMEngine:
             if output.finished:
                 state.finish = completion.finish_reason
 
+    def _count_restore(self, parked_tokens: int, prompt_tokens: int, state: "_Stream") -> None:
+        """A parked session's call: the part of its parked context vLLM did not find cached was recomputed.
+        Its seconds are an estimate (the call's time to first token, by that part's share of the prompt):
+        vLLM does not time a prefill's pieces."""
+        recomputed = max(0, min(parked_tokens, prompt_tokens) - state.cached)
+        self._counters.restores += 1
+        self._counters.park_recomputed_tokens += recomputed
+        if state.first is not None and prompt_tokens:
+            self._counters.restore_recompute_s += (state.first - state.submitted) * recomputed / prompt_tokens
+
     def _remember(self, session_id: str, tokens: list[int]) -> None:
         self._sessions.pop(session_id, None)
         self._sessions[session_id] = (tokens, self.weight_version)
         while len(self._sessions) > self.max_tracked_sessions:
-            self._sessions.popitem(last=False)
+            self._parked.pop(self._sessions.popitem(last=False)[0], None)
 
 
 @dataclasses.dataclass

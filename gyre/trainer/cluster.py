@@ -138,12 +138,24 @@ class Cluster:
         return Role(self.membership.state(cell_id))
 
     def views(self) -> tuple[CellView, ...]:
+        """Each cell as the policy sees it; ``active``, the sessions holding one of its engine slots, as the
+        router last counted them (a cell it does not route holds none; None without routing)."""
         def target(cell_id: str) -> Role | None:
             to = self.membership.target_of(cell_id)
             return None if to is None else Role(to)
 
-        return tuple(CellView(cell_id, self.role(cell_id), cell_id == self.core_id, self.cfg.capacity, target(cell_id))
+        active = self.routing.occupancy().active if self.routing is not None else None
+        return tuple(CellView(cell_id, self.role(cell_id), cell_id == self.core_id, self.cfg.capacity, target(cell_id),
+                              active=None if active is None else active.get(cell_id, 0))
                      for cell_id in self.ids)
+
+    def parking(self) -> tuple[float, int]:
+        """(share of its time a live session holds an engine slot, sessions parked now), as the router last
+        measured them (``gyre.proxy.router.Occupancy``); (1, 0) without routing or parking."""
+        if self.routing is None:
+            return 1.0, 0
+        occupancy = self.routing.occupancy()
+        return occupancy.slot_share, occupancy.parked
 
     # Start ------------------------------------------------------------------------------------------
 
@@ -243,9 +255,11 @@ class Cluster:
         return [cell_id for cell_id in self.ids if not self.membership.is_dead(cell_id)]
 
     async def engine_stats(self, timeout_s: float = 5.0) -> dict[str, dict[str, float]]:
-        """Each serving cell's engine counters now (``gyre.rollout`` engines' ``stats``); a cell that does not
-        answer within ``timeout_s`` is left out (it is busy or dying: the metrics wait for no one)."""
-        serving = [c for c in self.alive() if self.role(c) == Role.ROLLOUT]
+        """Each cell's engine counters now (``gyre.rollout`` engines' ``stats``), serving or asleep in training (a
+        colocate step ends with every cell training: its rollout's counters are read there); a switching cell,
+        or one that does not answer within ``timeout_s``, is left out (it is busy or dying: the metrics wait for
+        no one; its counters count on and show in a later step)."""
+        serving = [c for c in self.alive() if self.role(c) in (Role.ROLLOUT, Role.TRAIN)]
         calls = [asyncio.ensure_future(self._stats_of(c)) for c in serving]
         if not calls:
             return {}

@@ -269,6 +269,9 @@ class Driver:
         engine_stats = getattr(self.cluster, "engine_stats", None)  # a real cluster's (a simulated one has none)
         if engine_stats is not None:
             metrics.update(self.parking.step(await engine_stats()))
+        routing = getattr(self.cluster, "routing", None)
+        if routing is not None:
+            metrics.update(self.parking.routed(routing.occupancy()))
         self.finished_log = []
         self.steps_done += 1
         self.last_step_end = time.perf_counter()

@@ -22,8 +22,8 @@ def scheduler_state(cluster: Any, buffer: ExecutionBuffer, training: bool, steps
     is asked for (as in the simulator): the cluster's membership record holds the planned moves.
 
     Parking: a cluster whose router parks sessions waiting on tools reports ``parking() -> (slot_share,
-    parked)`` and each cell's ``CellView.active``; one that does not (TODO(#36, engine half): the real
-    ``Cluster``) shows every session holding its slot (share 1, none parked)."""
+    parked)`` and each cell's ``CellView.active`` (the real ``Cluster``: from the router's ``occupancy``); one
+    that does not shows every session holding its slot (share 1, none parked)."""
     parking = getattr(cluster, "parking", None)
     slot_share, parked = parking() if parking is not None else (1.0, 0)
     return SchedulerState(

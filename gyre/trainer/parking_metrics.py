@@ -27,6 +27,15 @@ GAUGES = {"parked_sessions": "parking/parked_sessions", "parked_bytes": "parking
 class ParkingMeter:
     def __init__(self) -> None:
         self._last: dict[str, dict[str, float]] = {}
+        self._parked_s = 0.0
+
+    def routed(self, occupancy: Any) -> dict[str, float]:
+        """The router's side (``gyre.proxy.router.Occupancy``): seconds sessions spent parked during the step
+        (their slot given back), and the share of its time a live session held a slot lately."""
+        parked_s = float(occupancy.parked_s)
+        step_s = parked_s - self._parked_s if parked_s >= self._parked_s else parked_s  # a new router counts from 0
+        self._parked_s = parked_s
+        return {"parking/parked_slot_s": step_s, "parking/slot_share": float(occupancy.slot_share)}
 
     def step(self, stats_by_cell: dict[str, dict[str, Any]]) -> dict[str, float]:
         """The step's ``parking/*`` metrics from each live cell's engine stats now (cells that did not answer

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from gyre.proxy.config import ParkingConfig, ProxyConfig
-from gyre.proxy.router import RoutedCell, Router
+from gyre.proxy.router import Occupancy, RoutedCell, Router
 from gyre.rollout.base import Generation, SamplingParams
 from gyre.rollout.hf import HFEngine
 from gyre.rollout.scripted import ScriptedEngine
@@ -92,7 +92,7 @@ def test_long_tool_gaps_park_and_short_ones_do_not():
         await calls_with_gaps(router, clock, "e/b", [])
         assert engine.parked == ["e/a", "e/b"]
 
-        # An engine that cannot park (scripted, vLLM for now) answers False: counted, nothing else changes.
+        # An engine that cannot park (scripted) answers False: counted, nothing else changes.
         scripted = ScriptedEngine()
         scripted.add_script("e", [[5], [6]])
         router, clock = parking_router(scripted)
@@ -106,6 +106,38 @@ def test_long_tool_gaps_park_and_short_ones_do_not():
         assert engine.parked == [] and router.counters["parks_skipped"] == 0
 
     asyncio.run(main())
+
+
+def test_occupancy_counts_the_slots_sessions_hold_and_the_time_they_hold_them():
+    """What the scheduler sees (``Cluster.views``/``parking``): a session in a tool it was parked for holds no
+    slot, its cell counts only the others; the slot share is the held seconds (calls, gaps not parked) over
+    the lived ones; replicas' views add up."""
+    async def main():
+        engine = ParkRecorder()
+        router, clock = parking_router(engine)
+        await calls_with_gaps(router, clock, "e/long", [5.0, 4.0, 6.0])  # parked after its 2nd call on
+        await calls_with_gaps(router, clock, "e/short", [0.2, 0.1, 0.3])  # never parked
+        parked_now = router.occupancy()
+        await router.generate("e", "e/long", [1, 2, 3], GREEDY)  # back from its tool: holds a slot again
+        clock.now += 1.0
+        await router.generate("f", "f/main", [1, 2, 3], GREEDY)
+        return parked_now, router.occupancy()
+
+    parked_now, later = asyncio.run(main())
+    assert parked_now.active == {"c0": 1} and parked_now.parked == 1
+    # gaps 5 (before any park), 4 and 6 (parked), 0.2, 0.1, 0.3: calls take no time on this clock
+    assert parked_now.slot_share == pytest.approx((5.0 + 0.6) / 15.6)
+    assert later.active == {"c0": 3} and later.parked == 0
+    merged = Occupancy.merged([parked_now, later])
+    assert merged.active == {"c0": 4} and merged.parked == 1
+    assert Occupancy().slot_share == 1.0  # nothing measured yet: every session holds its slot
+
+    async def off():
+        router, clock = parking_router(ParkRecorder(), enabled=False)
+        await calls_with_gaps(router, clock, "e/long", [5.0, 4.0])
+        return router.occupancy()
+
+    assert asyncio.run(off()).slot_share == 1.0
 
 
 def test_proxy_config_turns_parking_on_and_checks_its_keys():
@@ -176,3 +208,27 @@ def test_a_drain_parks_the_sessions_it_moves(tiny_model_path):
 
     again, stats = asyncio.run(main())
     assert stats["restores"] == 1 and again.generation.cached_tokens > 0
+
+
+def test_an_ended_execution_frees_its_caches_parked_or_not(tiny_model_path):
+    """Releasing an execution (its harness ended) frees what the engine holds for its sessions: a parked
+    cache on host and a live one in the budget; another execution's cache stays."""
+
+    async def main():
+        engine = HFEngine(tiny_model_path)
+        router = Router([RoutedCell("c0", engine)], parking=ParkingConfig(prior_s=0.0))
+        try:
+            for execution_id, session_id in (("e", "e/main"), ("e", "e/sub"), ("other", "other/main")):
+                await router.generate(execution_id, session_id, prompt(30, seed=len(session_id)), GREEDY)
+            assert await engine.park("e/sub")
+            held = engine.stats()
+            router.release("e")
+            await router.settle_parking()
+            return held, engine.stats(), await engine.export_session("other/main")
+        finally:
+            await engine.close()
+
+    held, freed, other = asyncio.run(main())
+    assert (held["cached_sessions"], held["parked_sessions"]) == (2, 1)
+    assert (freed["cached_sessions"], freed["parked_sessions"], freed["parked_bytes"]) == (1, 0, 0)
+    assert other is not None and len(other.tokens) > 30

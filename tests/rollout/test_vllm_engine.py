@@ -124,6 +124,32 @@ def test_concurrent_calls_and_prefix_cache(loop, engine):
     assert engine.stats()["prefix_hit_tokens"] == hits_before + again.cached_tokens
 
 
+def test_a_parked_session_restores_from_the_prefix_cache_with_the_same_output(loop, engine):
+    """vLLM holds no KV per session between calls: a park frees nothing and its next call is the restore,
+    counted, with what the prefix cache still held not recomputed; outputs are those of an unparked session."""
+    async def main():
+        first = prompt(300, seed=77)
+        reply = await engine.generate("park", first, GREEDY)
+        before = engine.stats()
+        parked = await engine.park("park")
+        twice = await engine.park("park")  # already parked: nothing more to free
+        follow = first + reply.response_ids + prompt(20, seed=78)
+        restored = await engine.generate("park", follow, GREEDY)
+        unparked = await engine.generate("unparked", follow, GREEDY)
+        after = engine.stats()
+        await engine.end_session("park")
+        return parked, twice, restored, unparked, before, after, await engine.park("park"), await engine.park("never")
+
+    parked, twice, restored, unparked, before, after, after_end, unknown = loop.run_until_complete(main())
+    assert parked and not twice and not after_end and not unknown
+    assert (restored.response_ids, restored.logprobs) == (unparked.response_ids, unparked.logprobs)
+    assert after["parks"] - before["parks"] == 1 and after["restores"] - before["restores"] == 1
+    # the context's full 128-token blocks came from the prefix cache; the rest of its 316 tokens was recomputed
+    assert restored.cached_tokens >= 256
+    assert 0 <= after["park_recomputed_tokens"] - before["park_recomputed_tokens"] <= 316 - restored.cached_tokens
+    assert after["parked_sessions"] == 0
+
+
 def test_seeded_calls_with_long_prompts_together_are_reproducible(loop, engine):
     """More prompt tokens at once than a step's budget, each call seeded (vLLM's CPU build died on this
     with chunked prefill: "CPU Generator does not use offset")."""

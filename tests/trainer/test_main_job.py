@@ -58,6 +58,9 @@ def test_main_job_runs_under_each_scheduler(tmp_path, scheduler, ranks):
         # from there by their next calls: what the simulator's restore rate is fitted from
         assert sum(s["parking/parks"] for s in steps) > 0 and sum(s["parking/restores"] for s in steps) > 0, steps
         assert sum(s["parking/transfer_bytes"] for s in steps) > 0 and sum(s["parking/transfer_s"] for s in steps) > 0
+        # ... the slots they gave back, as the router counts them, and the share of time sessions held one
+        shares = [s["parking/slot_share"] for s in steps]
+        assert sum(s["parking/parked_slot_s"] for s in steps) > 0 and all(0 < x <= 1 for x in shares) and min(shares) < 1, shares
     assert all(s["parking/parks"] >= 0 and s["parking/recomputed_tokens"] >= 0 for s in steps)
 
 

@@ -35,3 +35,14 @@ def test_a_replaced_engine_counts_from_zero_and_a_silent_cell_adds_nothing():
 
 def test_engines_that_do_not_park_log_zeros():
     assert set(ParkingMeter().step({"cell0": {"running": 1.0}}).values()) == {0.0}
+
+
+def test_the_routers_parked_seconds_are_logged_per_step_with_its_slot_share():
+    from gyre.proxy.router import Occupancy
+
+    meter = ParkingMeter()
+    first = meter.routed(Occupancy(parked_s=4.0, held_s=1.0, lived_s=5.0))
+    assert first == {"parking/parked_slot_s": 4.0, "parking/slot_share": pytest.approx(0.2)}
+    assert meter.routed(Occupancy(parked_s=10.0))["parking/parked_slot_s"] == 6.0  # the step's change
+    assert meter.routed(Occupancy(parked_s=1.5))["parking/parked_slot_s"] == 1.5  # a new router counts from zero
+    assert meter.routed(Occupancy())["parking/slot_share"] == 1.0  # nothing measured: every session holds its slot
