@@ -22,7 +22,9 @@
   (in the background: the response is not delayed; the engine refuses if a next call came first). The
   next call restores it on the engine, outputs unchanged. A drain parks every session it moves (without a
   call to retry) on its new cell, whatever the rule says: the sessions of a cell chosen to train wait
-  for their next call off the budget of the cells that take them.
+  for their next call off the budget of the cells that take them. An execution whose sessions are all
+  parked is not tied to its cell: when its next call finds that cell full, it moves to the least-loaded
+  cell with room (its parked KV exported and imported there, as a drain moves it) and the call runs there.
 - A lost cell (its process died: the engine raises ``CellLostError``, or the cluster says so through
   ``lose_cell``) leaves the router at once; its executions are placed afresh, and each call in flight on it
   is retried by the same ``generate`` invocation on another cell, which recomputes the prompt (the KV died
@@ -187,7 +189,7 @@ class Router:
         self._background: set[asyncio.Task] = set()  # parks and ended sessions' frees, under way
         self.counters = {
             "calls": 0, "reroutes": 0, "overloaded": 0, "kv_imports": 0, "engine_asleep": 0, "cells_lost": 0,
-            "parks": 0, "parks_refused": 0, "parks_skipped": 0,
+            "parks": 0, "parks_refused": 0, "parks_skipped": 0, "parked_moves": 0,
         }
         for cell in cells or []:
             self.add_cell(cell)
@@ -287,7 +289,7 @@ class Router:
         gap, was_parked = self._tool_gap_ended(session_id)
         while True:
             waited = time.perf_counter()
-            cell = await self._acquire(execution_id)
+            cell = await self._acquire(execution_id, resumed=session_id if was_parked else None)
             queue_s += time.perf_counter() - waited
             attempt = _Attempt(execution_id, session_id, prompt_ids)
             cell.attempts.add(attempt)
@@ -341,12 +343,13 @@ class Router:
         """
         return (await self._acquire(execution_id)).cell_id
 
-    async def _acquire(self, execution_id: str) -> RoutedCell:
-        """The cell for this execution's next call, once it has room; ``OverloadedError`` after the timeout."""
+    async def _acquire(self, execution_id: str, resumed: str | None = None) -> RoutedCell:
+        """The cell for this execution's next call, once it has room; ``OverloadedError`` after the timeout.
+        ``resumed``: the calling session, parked until this call began."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.queue_timeout_s
         while True:
-            cell = self._place(execution_id)
+            cell = self._place(execution_id, resumed)
             if cell is not None:
                 return cell
             remaining = deadline - loop.time()
@@ -359,12 +362,16 @@ class Router:
             except TimeoutError:
                 pass
 
-    def _place(self, execution_id: str) -> RoutedCell | None:
+    def _place(self, execution_id: str, resumed: str | None = None) -> RoutedCell | None:
         if execution_id in self._moving:
             return None
         cell = self._affinity.get(execution_id)
         if cell is not None:
-            return cell if cell.has_room() else None
+            if cell.has_room():
+                return cell
+            if resumed is not None:
+                self._move_parked(execution_id, cell, resumed)
+            return None
         candidates = [c for c in self.cells.values() if c.takes_new_execution()]
         if not candidates:
             return None
@@ -372,6 +379,34 @@ class Router:
         self._affinity[execution_id] = cell
         cell.executions.add(execution_id)
         return cell
+
+    def _move_parked(self, execution_id: str, cell: RoutedCell, resumed: str) -> None:
+        """A call of a parked session (``resumed``) finds its execution's cell full: if the execution's other
+        sessions are parked too, it holds nothing there that cannot move, so it goes to the least-loaded cell
+        with room, its parked KV with it (exported, imported and parked there, as a drain moves it; recomputed
+        where it cannot move), and the call runs there."""
+        sessions = self._sessions.get(execution_id, set())
+        if not all(s == resumed or self._parked.get(s) is cell for s in sessions):
+            return
+        if any(attempt.execution_id == execution_id for attempt in cell.attempts):
+            return
+        others = [c for c in self.cells.values() if c is not cell and c.takes_new_execution()]
+        if not others:
+            return
+        dest = min(others, key=lambda c: (c.inflight, len(c.executions), c.cell_id))
+        self._unplace(execution_id)
+        self._affinity[execution_id] = dest
+        dest.executions.add(execution_id)
+        for session_id in sessions:
+            self._parked.pop(session_id, None)
+        self._moving[execution_id] = asyncio.Event()
+        self.counters["parked_moves"] += 1
+        self._in_background(self._move_parked_kv(execution_id, cell, dest, sorted(sessions)))
+
+    async def _move_parked_kv(self, execution_id: str, source: RoutedCell, dest: RoutedCell, sessions: list[str]) -> None:
+        await self._move(execution_id, source, dest, DrainReport(source.cell_id), 0.0)
+        for session_id in sessions:  # the source keeps serving: its copies would only wait to be dropped
+            await self._end_session(source, session_id)
 
     def _unplace(self, execution_id: str) -> None:
         cell = self._affinity.pop(execution_id, None)

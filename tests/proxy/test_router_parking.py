@@ -232,3 +232,60 @@ def test_an_ended_execution_frees_its_caches_parked_or_not(tiny_model_path):
     assert (held["cached_sessions"], held["parked_sessions"]) == (2, 1)
     assert (freed["cached_sessions"], freed["parked_sessions"], freed["parked_bytes"]) == (1, 0, 0)
     assert other is not None and len(other.tokens) > 30
+
+
+def test_a_parked_execution_moves_to_a_cell_with_room_when_its_own_is_full(tiny_model_path):
+    """Its sessions all parked, an execution is not tied to its cell: when its next call finds that cell
+    full, the call runs on a cell with room, its parked KV moved there and restored, with the output it
+    would have had unparked."""
+    long_call = SamplingParams(temperature=0.0, max_new_tokens=400)  # no stop token: c0 stays full a while
+
+    async def main():
+        engines = [HFEngine(tiny_model_path, engine_id=f"hf-{i}") for i in range(2)]
+        cells = [RoutedCell("c0", engines[0], capacity=1), RoutedCell("c1", engines[1], capacity=1, draining=True)]
+        router = Router(cells, parking=ParkingConfig(restore_s=0.001, restore_s_per_1k_tokens=0.0, prior_s=0.0))
+        clock = Clock()
+        router.clock = clock
+        try:
+            context = prompt(30, seed=5)
+            turns = []
+            for turn in range(2):  # the second call follows a 5 s tool gap: parked after it
+                clock.now += 5.0
+                routed = await router.generate("e", "e/main", context, GREEDY)
+                turns.append(routed.generation.response_ids)
+                context = context + routed.generation.response_ids + prompt(4, seed=20 + turn)
+                await router.settle_parking()
+            await router.generate("f", "f/main", prompt(12, seed=6), GREEDY)  # f on c0 too (c1 is draining)
+            assert router.stats()["parked"] == 1 and router.cell_of("e") == router.cell_of("f") == "c0"
+            router.undrain("c1")
+            busy = asyncio.ensure_future(router.generate("f", "f/main", prompt(12, seed=6), long_call))
+            while cells[0].inflight == 0:
+                await asyncio.sleep(0.001)
+            clock.now += 5.0
+            moved = await router.generate("e", "e/main", context, GREEDY)  # c0 is full: e goes to c1
+            full_while_moving = not busy.done()
+            await busy
+            await router.settle_parking()
+            return turns, context, moved, full_while_moving, router.counters, engines[1].stats(), engines[0].stats()
+        finally:
+            for engine in engines:
+                await engine.close()
+
+    turns, context, moved, full_while_moving, counters, dest, source = asyncio.run(main())
+    assert full_while_moving and moved.cell_id == "c1" and counters["parked_moves"] == 1
+    assert dest["restores"] == 1 and moved.generation.cached_tokens > 0  # its KV came along, parked on c1
+    assert source["parked_sessions"] == 0  # nothing left behind on the full cell
+
+    async def unparked():  # the same three calls in one session on one engine, nothing parked or moved
+        engine = HFEngine(tiny_model_path)
+        try:
+            calls = [prompt(30, seed=5)]
+            for turn, response in enumerate(turns):
+                assert (await engine.generate("e/main", calls[-1], GREEDY)).response_ids == response
+                calls.append(calls[-1] + response + prompt(4, seed=20 + turn))
+            return await engine.generate("e/main", calls[-1], GREEDY)
+        finally:
+            await engine.close()
+
+    reference = asyncio.run(unparked())
+    assert (moved.generation.response_ids, moved.generation.logprobs) == (reference.response_ids, reference.logprobs)
