@@ -404,7 +404,12 @@ class Router:
         self._in_background(self._move_parked_kv(execution_id, cell, dest, sorted(sessions)))
 
     async def _move_parked_kv(self, execution_id: str, source: RoutedCell, dest: RoutedCell, sessions: list[str]) -> None:
-        await self._move(execution_id, source, dest, DrainReport(source.cell_id), 0.0)
+        try:
+            await self._move(execution_id, source, dest, DrainReport(source.cell_id), 0.0)
+        except Exception as error:  # e.g. the destination died: the call finds that out itself and goes on elsewhere
+            log.warning("moving parked execution %s from %s to %s failed: %s", execution_id, source.cell_id,
+                        dest.cell_id, error)
+            return
         for session_id in sessions:  # the source keeps serving: its copies would only wait to be dropped
             await self._end_session(source, session_id)
 
