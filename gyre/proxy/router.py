@@ -239,13 +239,13 @@ class Router:
         cell = self._affinity.pop(execution_id, None)
         if cell is not None:
             cell.executions.discard(execution_id)
+        frees = _loop_running()
         for session_id in self._sessions.pop(execution_id, ()):
             self._returned_at.pop(session_id, None)
             self._gaps.pop(session_id, None)
             holders = {id(c): c for c in (cell, self._parked.pop(session_id, None)) if c is not None}
-            if _loop_running():
-                for holder in holders.values():
-                    self._in_background(self._end_session(holder, session_id))
+            for holder in holders.values() if frees else ():
+                self._in_background(self._end_session(holder, session_id))
         self._notify()
 
     async def _end_session(self, cell: RoutedCell, session_id: str) -> None:
@@ -394,12 +394,9 @@ class Router:
         if not others:
             return
         dest = min(others, key=lambda c: (c.inflight, len(c.executions), c.cell_id))
-        self._unplace(execution_id)
-        self._affinity[execution_id] = dest
-        dest.executions.add(execution_id)
+        self._repoint(execution_id, dest)
         for session_id in sessions:
             self._parked.pop(session_id, None)
-        self._moving[execution_id] = asyncio.Event()
         self.counters["parked_moves"] += 1
         self._in_background(self._move_parked_kv(execution_id, cell, dest, sorted(sessions)))
 
@@ -412,6 +409,14 @@ class Router:
             return
         for session_id in sessions:  # the source keeps serving: its copies would only wait to be dropped
             await self._end_session(source, session_id)
+
+    def _repoint(self, execution_id: str, dest: RoutedCell | None) -> None:
+        """Place the execution on ``dest`` (or nowhere) as moving: its calls wait until `_move` ends."""
+        self._unplace(execution_id)
+        if dest is not None:
+            self._affinity[execution_id] = dest
+            dest.executions.add(execution_id)
+        self._moving[execution_id] = asyncio.Event()
 
     def _unplace(self, execution_id: str) -> None:
         cell = self._affinity.pop(execution_id, None)
@@ -520,11 +525,7 @@ class Router:
         moves = []
         for execution_id in sorted(cell.executions):
             dest = destination or self._least_loaded(exclude=cell)
-            self._unplace(execution_id)
-            if dest is not None:
-                self._affinity[execution_id] = dest
-                dest.executions.add(execution_id)
-            self._moving[execution_id] = asyncio.Event()
+            self._repoint(execution_id, dest)
             moves.append(self._move(execution_id, cell, dest, report, abort_retry_s))
         report.moved_executions = len(moves)
         await asyncio.gather(*moves)

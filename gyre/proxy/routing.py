@@ -89,10 +89,8 @@ class ReplicatedRouting:
         if not replicas:
             raise ValueError("ReplicatedRouting needs at least one proxy replica")
         self.replicas = list(replicas)
-        self._inflight: dict[str, int] = {}
-        self._refreshing = False
-        self._occupancy = Occupancy()
-        self._refreshing_occupancy = False
+        self._inflight = _Snapshot(lambda: self._on_all("inflight"), _summed_calls, {})
+        self._occupancy = _Snapshot(lambda: self._on_all("occupancy"), Occupancy.merged, Occupancy())
 
     async def drain(self, cell_ids: list[str]) -> list[DrainReport]:
         """Drain on every replica concurrently; one report per cell, summed over the replicas."""
@@ -133,30 +131,37 @@ class ReplicatedRouting:
 
     def inflight(self) -> dict[str, int]:
         """The last snapshot, summed over the replicas (asks for a fresh one, which a later call sees)."""
-        if not self._refreshing:
-            self._refreshing = True
-            future = asyncio.ensure_future(self._on_all("inflight"))
-            future.add_done_callback(self._refreshed)
-        return self._inflight
+        return self._inflight.read()
 
     def occupancy(self) -> Occupancy:
         """The last snapshot, merged over the replicas (asks for a fresh one, which a later call sees)."""
-        if not self._refreshing_occupancy:
-            self._refreshing_occupancy = True
-            future = asyncio.ensure_future(self._on_all("occupancy"))
-            future.add_done_callback(self._occupancy_refreshed)
-        return self._occupancy
+        return self._occupancy.read()
 
-    def _occupancy_refreshed(self, future: asyncio.Future) -> None:
-        self._refreshing_occupancy = False
-        if not future.cancelled() and future.exception() is None:
-            self._occupancy = Occupancy.merged(list(future.result()))
 
-    def _refreshed(self, future: asyncio.Future) -> None:
-        self._refreshing = False
+class _Snapshot:
+    """A value gathered from every replica in the background: ``read`` returns the last one merged and, unless
+    one is under way, asks for a fresh one (the driver reads synchronously; the replicas answer later)."""
+
+    def __init__(self, ask: Callable[[], Coroutine[Any, Any, list[Any]]], merge: Callable[[list[Any]], Any],
+                 initial: Any) -> None:
+        self.ask, self.merge, self.value = ask, merge, initial
+        self._asking = False
+
+    def read(self) -> Any:
+        if not self._asking:
+            self._asking = True
+            asyncio.ensure_future(self.ask()).add_done_callback(self._answered)
+        return self.value
+
+    def _answered(self, future: asyncio.Future) -> None:
+        self._asking = False
         if not future.cancelled() and future.exception() is None:
-            total: dict[str, int] = {}
-            for snapshot in future.result():
-                for cell_id, calls in snapshot.items():
-                    total[cell_id] = total.get(cell_id, 0) + calls
-            self._inflight = total
+            self.value = self.merge(list(future.result()))
+
+
+def _summed_calls(snapshots: list[dict[str, int]]) -> dict[str, int]:
+    total: dict[str, int] = {}
+    for snapshot in snapshots:
+        for cell_id, calls in snapshot.items():
+            total[cell_id] = total.get(cell_id, 0) + calls
+    return total

@@ -604,7 +604,7 @@ class HFEngine:
     # ------------------------------------------------------------------ engine thread: sessions
 
     def _park(self, session_id: str) -> bool:
-        if self._asleep or any(call.session_id == session_id for call in list(self._running) + list(self._waiting)):
+        if self._asleep or self._has_calls(session_id):
             return False
         entry = self._store.take(session_id)
         if entry is None:
@@ -618,8 +618,12 @@ class HFEngine:
             self._parked.drop(session_id, len(entry))
         return True
 
+    def _has_calls(self, session_id: str) -> bool:
+        """Whether the session has a call running or queued (its cache is in use)."""
+        return any(call.session_id == session_id for call in list(self._running) + list(self._waiting))
+
     def _end_session(self, session_id: str) -> None:
-        if not any(call.session_id == session_id for call in list(self._running) + list(self._waiting)):
+        if not self._has_calls(session_id):
             self._store.take(session_id)
         self._parked.forget(session_id)
 
@@ -648,7 +652,7 @@ class HFEngine:
         )
 
     def _import(self, session_id: str, state: KVState) -> None:
-        if any(call.session_id == session_id for call in list(self._running) + list(self._waiting)):
+        if self._has_calls(session_id):
             raise RuntimeError(f"session {session_id!r} has a call in flight here; import before calling it")
         tokens = check_token_ids(state.tokens, self.vocab_size, "state.tokens")
         if not state.tensors:
