@@ -7,6 +7,9 @@ step per-path (every root-to-leaf path as its own causal sequence) on the same t
 and reports tokens and forward+backward wall time of each. The target is ``time_ratio <= 1.15 *
 token_ratio``: tree training costs what its unique tokens cost. It then times the tree step with the
 path cap ``max_paths=5`` against uncapped on a workload with more than 5 paths per execution.
+
+On a GPU: ``--device cuda`` (the tree attention backend then defaults to flex_attention; ``--dtype bfloat16``
+computes as a GPU cell's mixed-precision replica does).
 """
 
 from __future__ import annotations
@@ -55,6 +58,10 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--block-size", type=int, default=4096, help="longest chain block of the tree attention")
     parser.add_argument("--repeats", type=int, default=5,
                         help="timed rounds (tree, per-path and capped steps take turns); medians are reported")
+    parser.add_argument("--device", default="cpu", help="cpu or cuda")
+    parser.add_argument("--dtype", default="float32", help="the model's dtype (float32, bfloat16)")
+    parser.add_argument("--backend", default="auto",
+                        help="tree attention backend: auto (flex on CUDA, block on CPU), dense, block, flex")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=str, default=None, help="write a flat JSON object here")
     return parser.parse_args()
@@ -96,10 +103,12 @@ def main() -> dict[str, float]:
             "num_attention_heads": max(1, args.hidden // 64), "num_key_value_heads": max(1, args.hidden // 256),
             "head_dim": 64,
         },
+        device=args.device, dtype=args.dtype,
     )
     model.train()
     loss_cfg = LossConfig()
-    step_cfg = StepConfig(attention_backend="block", attention_block_size=args.block_size)
+    step_cfg = StepConfig(attention_backend=args.backend, attention_block_size=args.block_size)
+    synchronize = torch.cuda.synchronize if args.device.startswith("cuda") else (lambda: None)
     spec = WorkloadSpec(
         turns=args.turns, subagents=args.subagents, subagent_turns=args.subagent_turns, retry_prob=args.retry_prob,
         summary_every=args.summary_every, response_tokens=tuple(args.response_tokens),
@@ -113,6 +122,7 @@ def main() -> dict[str, float]:
             model.zero_grad(set_to_none=True)
             for batch in batches:
                 microbatch_backward(model, batch, loss_cfg, step_cfg)
+            synchronize()  # a CUDA step's time is its kernels', not their launch
 
         return run
 
@@ -123,6 +133,7 @@ def main() -> dict[str, float]:
             model.zero_grad(set_to_none=True)
             for sample in samples:
                 path_backward(model, sample, loss_cfg)
+            synchronize()
 
         return run
 
@@ -158,6 +169,9 @@ def main() -> dict[str, float]:
         "capped_time_ratio": capped_time_ratio,
         "model_hidden": args.hidden,
         "model_layers": args.layers,
+        "device": torch.cuda.get_device_name() if args.device.startswith("cuda") else "cpu",
+        "dtype": args.dtype,
+        "attention_backend": args.backend,
         "threads": torch.get_num_threads(),
     }
     table = Table(title="tree-packed vs per-path training (one step, forward+backward)")

@@ -3,6 +3,7 @@ MixedPrecisionPolicy; a one-rank cell shards over a one-rank mesh). At the GPU r
 (1e-6) an update is far below bfloat16's resolution of a weight: pure bfloat16 parameters round most of
 them away, master weights keep them. 20 steps on the same batch: the mixed run moves the weights as the
 float32 run does (within what bfloat16 compute changes in the gradients), the pure bfloat16 run does not.
+On a GPU the same runs repeat on CUDA, the one-rank mesh over NCCL (the path a GPU cell takes).
 """
 
 from __future__ import annotations
@@ -43,20 +44,22 @@ def train(replica: Replica, work) -> dict[str, torch.Tensor]:
     return {name: weight.float().clone() for name, weight in replica.full_params()}
 
 
-def mixed_precision_run(port: int, work, results) -> None:
+def mixed_precision_run(port: int, work, results, device: str) -> None:
     import torch.distributed as dist
     from torch.distributed.device_mesh import init_device_mesh
 
     torch.set_num_threads(1)
-    dist.init_process_group("gloo", store=dist.TCPStore("127.0.0.1", port, 1, True), rank=0, world_size=1)
-    replica = Replica.build("tiny", dtype="bfloat16", device="cpu", mesh=init_device_mesh("cpu", (1,)), reference_path=None)
+    backend = "nccl" if device == "cuda" else "gloo"
+    dist.init_process_group(backend, store=dist.TCPStore("127.0.0.1", port, 1, True), rank=0, world_size=1)
+    mesh = init_device_mesh(device, (1,))
+    replica = Replica.build("tiny", dtype="bfloat16", device=device, mesh=mesh, reference_path=None)
     computed_in = []
     replica.model.model.layers[0].mlp.register_forward_hook(lambda m, i, o: computed_in.append(o.dtype))
     weights = train(replica, work)
     wire = replica.bucket_shard(range(len(replica.params)), torch.bfloat16)
     state, _ = replica.full_state()
     results.put({
-        "weights": {k: v.numpy() for k, v in weights.items()},
+        "weights": {k: v.cpu().numpy() for k, v in weights.items()},
         "master": sorted({str(p.dtype) for p in replica.params}),
         "grads": sorted({str(s["exp_avg"].dtype) for s in replica.optimizer.state.values()}),
         "computed_in": sorted({str(d) for d in computed_in}),
@@ -67,18 +70,20 @@ def mixed_precision_run(port: int, work, results) -> None:
     dist.destroy_process_group()
 
 
-@pytest.fixture(scope="module")
-def runs(tiny_model_path):
+@pytest.fixture(scope="module", params=["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
+def runs(request, tiny_model_path):
     from gyre.models import load_model
     from gyre.replica.transfer import free_port
 
+    device = request.param
     work = batches()
     start = {n: p.detach().float().clone() for n, p in load_model("tiny").named_parameters()}
-    fp32 = train(Replica(load_model("tiny", dtype="float32").train()), work)
-    pure_bf16 = train(Replica(load_model("tiny", dtype="bfloat16").train()), work)
+    fp32 = train(Replica(load_model("tiny", dtype="float32", device=device).train()), work)
+    pure_bf16 = train(Replica(load_model("tiny", dtype="bfloat16", device=device).train()), work)
+    fp32, pure_bf16 = ({k: v.cpu() for k, v in run.items()} for run in (fp32, pure_bf16))
     context = multiprocessing.get_context("spawn")
     results = context.Queue()
-    process = context.Process(target=mixed_precision_run, args=(free_port(), work, results))
+    process = context.Process(target=mixed_precision_run, args=(free_port(), work, results, device))
     process.start()
     mixed = results.get(timeout=300)
     process.join(60)

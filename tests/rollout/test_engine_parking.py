@@ -45,9 +45,11 @@ def run_sessions(engine: HFEngine, sampling: SamplingParams, park: bool, turns: 
 
 @pytest.mark.parametrize("sampling", [GREEDY, SEEDED], ids=["greedy", "seeded"])
 @pytest.mark.parametrize("host_bytes", [1 << 30, 0], ids=["host", "drop"])
-def test_parking_after_every_call_changes_no_token_or_logprob(tiny_model_path, sampling, host_bytes):
-    never = HFEngine(tiny_model_path)
-    parking = HFEngine(tiny_model_path, max_parked_bytes=host_bytes)
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
+def test_parking_after_every_call_changes_no_token_or_logprob(tiny_model_path, sampling, host_bytes, device):
+    """On CUDA, "host" is the real move: the KV leaves GPU memory for host memory and comes back."""
+    never = HFEngine(tiny_model_path, device=device)
+    parking = HFEngine(tiny_model_path, max_parked_bytes=host_bytes, device=device)
     try:
         expected = run_sessions(never, sampling, park=False)
         got = run_sessions(parking, sampling, park=True)

@@ -84,6 +84,32 @@ def test_logprobs_equal_teacher_forced_forward(engine, model, temperature, top_p
     asyncio.run(main())
 
 
+@pytest.mark.gpu
+def test_on_cuda_greedy_and_logprobs_match_transformers_on_the_same_device(tiny_model_path):
+    """The engine on a GPU: batched greedy calls give transformers' tokens, and each call's log-probs are what
+    the trainer recomputes on the same device (the behaviour log-probs the loss ratios against)."""
+    cuda_model = load_model(tiny_model_path, device="cuda").eval()
+    engine = HFEngine(tiny_model_path, device="cuda")
+
+    async def main():
+        prompts = [prompt(length, seed=i) for i, length in enumerate((3, 19, 41, 77))]
+        outs = await asyncio.gather(*(engine.generate(f"s{i}", ids, GREEDY) for i, ids in enumerate(prompts)))
+        for ids, out in zip(prompts, outs, strict=True):
+            with torch.no_grad():
+                generated = cuda_model.generate(torch.tensor([ids], device="cuda"), max_new_tokens=16, do_sample=False)
+            assert out.response_ids == generated[0, len(ids):].tolist()
+            with torch.no_grad():
+                logits = cuda_model(torch.tensor([ids + out.response_ids], device="cuda")).logits[0].float()
+            rows = torch.arange(len(ids) - 1, len(ids) + len(out.response_ids) - 1, device="cuda")
+            expected = torch.log_softmax(logits, dim=-1)[rows, torch.tensor(out.response_ids, device="cuda")]
+            assert torch.allclose(torch.tensor(out.logprobs), expected.cpu(), atol=1e-4, rtol=0)
+
+    try:
+        asyncio.run(main())
+    finally:
+        asyncio.run(engine.close())
+
+
 def test_seeded_sampling_is_reproducible_even_when_batched(engine):
     async def main():
         ids = prompt(11, seed=1)
