@@ -99,6 +99,9 @@ def resolve_backend(backend: str, device: torch.device) -> str:
         raise ValueError(f"trainer.attention_backend must be one of {BACKENDS}, got {backend!r}")
     if backend == "auto":
         return "flex" if device.type == "cuda" else "block"
+    if backend == "block" and device.type != "cpu":
+        # its kernels are PyTorch's CPU flash attention (forward and backward with the log-sum-exp)
+        raise ValueError(f"trainer.attention_backend=block runs on CPU only; on {device.type} use flex (or auto)")
     return backend
 
 
@@ -224,32 +227,54 @@ def block_tree_attention(
     return _BlockTreeAttention.apply(query, key, value, plan.blocks, plan.query_start, scaling)
 
 
+FLEX_ALIGN = 128  # flex_attention's block size: lengths padded to it (no partial blocks, fewer shapes)
+
+
+def _round_up(length: int) -> int:
+    return -(-length // FLEX_ALIGN) * FLEX_ALIGN
+
+
 def _flex_block_mask(subtree_end: torch.Tensor, query_start: int = 0):
+    """The tree mask of rows ``[query_start, n)`` against ``n`` keys, both padded to FLEX_ALIGN. A padded row
+    is a leaf of its own that sees only itself: every real row is before it, so none sees it, and no padded
+    query row is left with no key at all (a fully masked row is where flex's backward has given NaN)."""
     from torch.nn.attention.flex_attention import create_block_mask
 
     n = subtree_end.shape[0]
+    q_len = _round_up(n - query_start)
+    kv_len = _round_up(query_start + q_len)
+    padded_end = torch.cat([subtree_end, torch.arange(n + 1, kv_len + 1, device=subtree_end.device)])
 
     def tree_mask(b, h, q_idx, kv_idx):
         row = q_idx + query_start
-        return (kv_idx <= row) & (row < subtree_end[kv_idx])
+        return (kv_idx <= row) & (row < padded_end[kv_idx])
 
-    return create_block_mask(
-        tree_mask, B=None, H=None, Q_LEN=n - query_start, KV_LEN=n, device=subtree_end.device
-    )
+    return create_block_mask(tree_mask, B=None, H=None, Q_LEN=q_len, KV_LEN=kv_len, device=subtree_end.device)
 
 
-_compiled_flex = None
+_compiled_flex: dict[str, Any] = {}
 
 
 def flex_tree_attention(query, key, value, plan: TreeAttentionPlan, scaling: float) -> torch.Tensor:
-    global _compiled_flex
+    """flex_attention, compiled (uncompiled it materialises the whole score matrix: n^2 memory). On CUDA it is
+    compiled with automatic dynamic shapes: the first new length recompiles once with symbolic lengths, which
+    every later length reuses. (``dynamic=False`` compiled one kernel per length, and past dynamo's recompile
+    limit of 8 fell back to the uncompiled path without an error: a 60K-token tree then asked the GPU for
+    55 GiB.) On CPU, where flex is a forward-only reference (no backward there; ``block`` trains), lengths
+    stay static: inductor's CPU flex template fails to build with symbolic lengths past ~768 rows (torch 2.13)."""
     from torch.nn.attention.flex_attention import flex_attention
 
-    if _compiled_flex is None:
-        _compiled_flex = torch.compile(flex_attention, dynamic=False)
-    return _compiled_flex(
+    device = query.device.type
+    if device not in _compiled_flex:
+        _compiled_flex[device] = torch.compile(flex_attention, dynamic=None if device == "cuda" else False)
+    q_len, kv_len = plan.block_mask.seq_lengths
+    rows = query.shape[2]
+    query = F.pad(query, (0, 0, 0, q_len - rows))
+    key, value = (F.pad(t, (0, 0, 0, kv_len - t.shape[2])) for t in (key, value))
+    out = _compiled_flex[device](
         query, key, value, block_mask=plan.block_mask, scale=scaling, enable_gqa=query.shape[1] != key.shape[1]
     )
+    return out[:, :, :rows]
 
 
 def gyre_tree_attention(

@@ -97,6 +97,42 @@ def test_unknown_backend_is_a_clear_error():
         make_plan(torch.tensor([1]), "magic")
 
 
+def flex_over_many_lengths(model, device: str) -> tuple[int, int]:
+    """flex against the dense mask on ten batches of ten padded lengths; (padded lengths, graphs compiled)."""
+    from torch._dynamo.utils import counters
+
+    graphs_before = counters["stats"]["unique_graphs"]
+    lengths = set()
+    for i in range(10):
+        batch = packed(seed=20 + i, count=2 + 2 * i).to_torch(device)
+        with torch.no_grad():
+            dense, _ = tree_logprobs(model, batch, backend="dense")
+            flex, _ = tree_logprobs(model, batch, backend="flex")
+        assert torch.allclose(dense, flex, atol=1e-4)
+        lengths.add(-(-batch["ids"].shape[-1] // 128))
+    return len(lengths), counters["stats"]["unique_graphs"] - graphs_before
+
+
+def test_flex_pads_to_its_block_size_and_equals_dense(model):
+    """Forward only: flex has no backward on CPU (the GPU tests train through it)."""
+    lengths, _ = flex_over_many_lengths(model, "cpu")
+    assert lengths == 10
+
+
+@pytest.mark.gpu
+def test_flex_on_cuda_compiles_for_a_few_lengths_and_never_falls_back_uncompiled(tiny_model_path):
+    """Every micro-batch has its own length. flex_attention compiled per length ran past dynamo's recompile
+    limit (8) and fell back, without an error, to the uncompiled kernel that materialises the whole score
+    matrix (a 60K-token tree asked the GPU for 55 GiB): now a few compiles serve every length."""
+    lengths, graphs = flex_over_many_lengths(load_model(tiny_model_path, device="cuda"), "cuda")
+    assert lengths > 8 and graphs <= 3
+
+
+def test_block_backend_on_a_gpu_is_a_clear_error():
+    with pytest.raises(ValueError, match="block runs on CPU only"):
+        make_plan(torch.tensor([1], device="meta"), "block")
+
+
 @pytest.mark.gpu
 def test_flex_backend_equals_dense_on_cuda(tiny_model_path):
     model = load_model(tiny_model_path, device="cuda", dtype="float32")

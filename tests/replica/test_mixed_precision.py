@@ -20,7 +20,7 @@ from gyre.replica.step import StepConfig
 pytestmark = pytest.mark.slow  # 20 training steps, twice: out of the fast tier (-m 'not slow')
 
 LR, STEPS = 1e-6, 20
-STEP = StepConfig(attention_backend="block")
+STEP = StepConfig(attention_backend="auto")  # block on CPU, flex on CUDA
 
 
 def batches():
