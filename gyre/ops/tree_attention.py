@@ -22,6 +22,7 @@ through ``captured`` so that later chunks can attend to them.
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -269,11 +270,16 @@ def flex_tree_attention(query, key, value, plan: TreeAttentionPlan, scaling: flo
         _compiled_flex[device] = torch.compile(flex_attention, dynamic=None if device == "cuda" else False)
     q_len, kv_len = plan.block_mask.seq_lengths
     rows = query.shape[2]
-    query = F.pad(query, (0, 0, 0, q_len - rows))
-    key, value = (F.pad(t, (0, 0, 0, kv_len - t.shape[2])) for t in (key, value))
-    out = _compiled_flex[device](
-        query, key, value, block_mask=plan.block_mask, scale=scaling, enable_gqa=query.shape[1] != key.shape[1]
-    )
+    # Contiguous, so strides follow the (symbolic) lengths: a whole tree's key is a transposed view, a chunk's
+    # is concatenated with the past; strides differing by call recompiled every chunk on the H200.
+    query = F.pad(query, (0, 0, 0, q_len - rows)).contiguous()
+    key, value = (F.pad(t, (0, 0, 0, kv_len - t.shape[2])).contiguous() for t in (key, value))
+    # On a GPU running out of compiles must be an error, not a silent fall back to n^2 memory.
+    guard = torch._dynamo.config.patch(fail_on_recompile_limit_hit=True) if device == "cuda" else nullcontext()
+    with guard:
+        out = _compiled_flex[device](
+            query, key, value, block_mask=plan.block_mask, scale=scaling, enable_gqa=query.shape[1] != key.shape[1]
+        )
     return out[:, :, :rows]
 
 
