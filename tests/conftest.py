@@ -65,6 +65,40 @@ def pytest_xdist_make_scheduler(config, log):
     return FileOrChainScheduling(config, log)
 
 
+# GYRE_TEST_TIMELINE=DIR: each test worker appends when each of its tests started and ended to DIR/<worker>.jsonl;
+# `python tests/timeline.py DIR` then shows where a run's wall time went (the idle tail of a worker, the scopes
+# that ran side by side). CI sets it.
+_started: dict[str, float] = {}
+_timeline: dict[str, bool] = {"record": False}
+
+
+def pytest_configure(config):
+    # Recorded where tests run: a worker, or a run without workers (xdist's controller only relays).
+    runs_tests = hasattr(config, "workerinput") or not config.getvalue("numprocesses")
+    _timeline["record"] = bool(os.environ.get("GYRE_TEST_TIMELINE")) and runs_tests
+
+
+def pytest_runtest_logstart(nodeid, location):
+    if _timeline["record"]:
+        import time
+
+        _started[nodeid] = time.time()
+
+
+def pytest_runtest_logfinish(nodeid, location):
+    folder = os.environ.get("GYRE_TEST_TIMELINE")
+    if _timeline["record"] and nodeid in _started:
+        import json
+        import time
+        from pathlib import Path
+
+        worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+        Path(folder).mkdir(parents=True, exist_ok=True)
+        record = {"test": nodeid, "scope": scheduling_scope(nodeid), "start": _started.pop(nodeid), "end": time.time()}
+        with open(Path(folder) / f"{worker}.jsonl", "a") as out:
+            out.write(json.dumps(record) + "\n")
+
+
 @pytest.fixture(scope="module")
 def one_torch_thread():
     """One intra-op thread for a module of many small forwards: a tiny model gains nothing from more, and on
