@@ -275,7 +275,11 @@ def flex_tree_attention(query, key, value, plan: TreeAttentionPlan, scaling: flo
     query = F.pad(query, (0, 0, 0, q_len - rows)).contiguous()
     key, value = (F.pad(t, (0, 0, 0, kv_len - t.shape[2])).contiguous() for t in (key, value))
     # On a GPU running out of compiles must be an error, not a silent fall back to n^2 memory.
-    guard = torch._dynamo.config.patch(fail_on_recompile_limit_hit=True) if device == "cuda" else nullcontext()
+    guard = nullcontext()
+    if device == "cuda":  # (the switch was named fail_on_cache_limit_hit before torch 2.7)
+        config = torch._dynamo.config
+        name = "fail_on_recompile_limit_hit" if hasattr(config, "fail_on_recompile_limit_hit") else "fail_on_cache_limit_hit"
+        guard = config.patch(name, True)
     with guard:
         out = _compiled_flex[device](
             query, key, value, block_mask=plan.block_mask, scale=scaling, enable_gqa=query.shape[1] != key.shape[1]
