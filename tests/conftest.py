@@ -128,23 +128,26 @@ def shared_ray_head():
     import socket
     import subprocess
     import sys
+    import tempfile
     import time
     from pathlib import Path
 
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    from gyre.replica.transfer import free_port
+
+    port = free_port()
     env = {**os.environ, "RAY_AUTH_MODE": "disabled"}
     ray_cli = str(Path(sys.executable).with_name("ray"))
+    log = tempfile.TemporaryFile()  # a file, not a pipe: nothing reads the head's output while it runs
     head = subprocess.Popen(
         [ray_cli, "start", "--head", f"--port={port}", "--node-ip-address=127.0.0.1", "--num-cpus=64",
          "--include-dashboard=false", "--disable-usage-stats", "--block"],
-        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True,
+        env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
     )
     deadline = time.monotonic() + 60
     while True:  # the GCS answers on its port once the head is up
         if head.poll() is not None:
-            raise RuntimeError(f"the tests' Ray head did not start: {head.stderr.read().decode()[-2000:]}")
+            log.seek(0)
+            raise RuntimeError(f"the tests' Ray head did not start: {log.read().decode()[-2000:]}")
         try:
             socket.create_connection(("127.0.0.1", port), timeout=1).close()
             break
@@ -164,6 +167,7 @@ def shared_ray_head():
         os.killpg(head.pid, signal.SIGKILL)  # whatever of it is left, and only it (its own process group)
     except ProcessLookupError:
         pass
+    log.close()
 
 
 @pytest.fixture(scope="session")
