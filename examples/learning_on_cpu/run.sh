@@ -2,7 +2,8 @@
 # The learning run on a CPU laptop, step by step: demonstrations -> SFT -> RL -> evaluation before and after.
 # Usage: bash examples/learning_on_cpu/run.sh [OUT_DIR]   (about 25 minutes on 2 cores)
 # Knobs (environment): SFT_STEPS (1200), TRAIN and DEV (the learn suite's task folders; the test split is the
-# learning benchmark's alone), RL_ARGS (extra overrides of the RL run, e.g. RL_ARGS="trainer.total_steps=8").
+# learning benchmark's alone), RL_ARGS (extra overrides of the RL run, e.g. RL_ARGS="trainer.total_steps=8"),
+# EVAL_ARGS (extra overrides of both evaluations, e.g. EVAL_ARGS="eval.samples=4").
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${1:-runs/example_learning}
@@ -10,6 +11,7 @@ SFT_STEPS=${SFT_STEPS:-1200}
 TRAIN=${TRAIN:-recipes/learn/tasks/train}
 DEV=${DEV:-recipes/learn/tasks/dev}
 RL_ARGS=${RL_ARGS:-}
+EVAL_ARGS=${EVAL_ARGS:-}
 # The recipe's harness (conf/recipe/learn.yaml): the agent hands pages to sub-agents and summarises past 1600 chars.
 HARNESS="harness.max_turns=4 harness.max_tokens=256 harness.execution.time_limit_s=120 harness.reference.explore=false \
 harness.reference.sub_max_turns=2 harness.reference.context_chars=1600 harness.reference.max_retries=1 \
@@ -23,7 +25,7 @@ python -m gyre.sft model.path=small env=learn env.path=$TRAIN data.demonstration
   sft.rename_file=recipes/learn/tasks/rename.json
 
 # 2. Dev pass rate of the SFT checkpoint (every dev task twice).
-EVAL="env=learn env.path=$DEV eval.samples=2 eval.torch_threads=1 harness.progress=false $HARNESS"
+EVAL="env=learn env.path=$DEV eval.samples=2 eval.torch_threads=1 harness.progress=false $HARNESS $EVAL_ARGS"
 python -m gyre.eval $EVAL model.path=$OUT/sft/checkpoints/latest run_dir=$OUT/eval_before
 
 # 3. RL from the SFT checkpoint: the learn recipe (elastic scheduler, 4 cells), without its own warm start.

@@ -78,8 +78,9 @@ def unsharded(batches, kl_coef: float) -> dict:
 def test_a_two_rank_sharded_step_equals_the_unsharded_step(tiny_model_path, kl_coef, reshard):
     from gyre.replica.transfer import free_port
 
-    batches = step_batches()
-    assert batches[0].chunk_tokens is not None  # rank 0's first micro-batch is trained in chunks
+    # a ~4K-token tree in 2K chunks: the chunked path on one rank, at a sixth of test_cluster's long tree's cost
+    batches = step_batches(big_turns=8, big_subagents=1, chunk_tokens=2048)
+    assert batches[0].chunk_tokens is not None and batches[0].num_tokens > 2 * 2048  # rank 0's first, in chunks
     expected = unsharded(batches, kl_coef)
     context = multiprocessing.get_context("spawn")
     results = context.Queue()
