@@ -146,3 +146,84 @@ def test_drains_with_sessions_spread_over_two_proxy_replicas_lose_and_duplicate_
     assert all(moved_by_replica.values()), moved_by_replica  # sessions of both replicas were moved
     interrupted = [r for name in names for r in records[name] if r.meta.get("reroutes")]
     assert len(interrupted) == sum(d.aborted_calls for d in drains)  # every interrupted call was retried once
+
+
+TOOL_S = 1.0  # each session's tool time between its calls: far above the restore cost, so the router parks it
+
+
+def test_a_switch_moves_parked_sessions_with_their_kv_and_changes_no_output(ray_session, tmp_path):
+    """Sessions waiting on tools are parked on their cell's engine (KV in host memory). That cell is chosen to
+    train: the drain exports each parked KV, imports it on the other cell and parks it there; the sessions'
+    next calls restore it there. Nothing is lost or duplicated, and at temperature 0 every call returns the
+    tokens and log-probs a fresh engine gives for the same prompt (a restored KV is the KV)."""
+    openai = pytest.importorskip("openai")
+    from gyre.rollout.base import SamplingParams
+    from gyre.rollout.hf import HFEngine
+
+    # prior_s: park from the first call on, before a session has a history of tool gaps to predict from
+    config = ProxyConfig(port=0, run_dir=str(tmp_path), fsync=False, parking={"prior_s": 10.0})
+    proxy = build_proxy(load_tokenizer("tiny"), [], config)
+    server = ProxyServer(proxy).start()
+
+    async def scenario():
+        cluster = Cluster(ClusterConfig(cells=2, cpus_per_cell=0.5, cell={"rollout": {"kind": "hf", "max_batch_size": 16}}),
+                          routing=LocalRouting(proxy.router, server.on_loop))
+        await cluster.start_rollout()
+        keys = {f"ex{i}": proxy.open_execution(f"ex{i}") for i in range(SESSIONS)}
+        turns_done = dict.fromkeys(keys, 0)
+
+        async def session(name: str, key: str) -> None:
+            client = openai.AsyncOpenAI(base_url=server.openai_base_url, api_key=key, max_retries=0, timeout=120)
+            messages = [{"role": "system", "content": "You are terse."}]
+            for turn in range(TURNS):
+                messages.append({"role": "user", "content": f"turn {turn} of {name}"})
+                reply = await client.chat.completions.create(model="gyre", messages=messages, max_tokens=16,
+                                                             temperature=0.0)
+                messages.append({"role": "assistant", "content": reply.choices[0].message.content or ""})
+                turns_done[name] += 1
+                await asyncio.sleep(TOOL_S)  # the agent runs a tool: the router parks the session meanwhile
+            await client.close()
+
+        clients = asyncio.gather(*[session(n, k) for n, k in keys.items()])
+        while min(turns_done.values()) < 1:  # every session has made its first call and is in its tool
+            await asyncio.sleep(0.02)
+        await asyncio.sleep(0.2)  # the parks settle
+        await cluster.switch("cell1", Role.TRAIN)  # drain: its parked sessions move to cell0 with their KV
+        await cluster.switch("cell1", Role.ROLLOUT)
+        await clients
+        stats = await cluster.engine_stats()
+        drains = cluster.drain_reports
+        await cluster.close()
+        return drains, stats
+
+    try:
+        drains, stats = asyncio.run(scenario())
+    finally:
+        server.stop()
+    assert drains[0].cell_id == "cell1" and drains[0].moved_executions >= 1
+    # the moved sessions were parked: their KV was exported, imported on cell0 and parked there
+    assert drains[0].parked >= 1 and drains[0].kv_imports >= drains[0].parked, drains[0]
+    assert drains[0].aborted_calls == 0  # nothing was mid-call: every session was in its tool
+    assert stats["cell0"]["restores"] >= drains[0].parked, stats  # ... and their next calls restored it there
+    records = {f"ex{i}": proxy.records(f"ex{i}") for i in range(SESSIONS)}
+    moved = [name for name, mine in records.items() if [r.cell_id for r in mine][:2] == ["cell1", "cell0"]]
+    assert moved, {name: [r.cell_id for r in mine] for name, mine in records.items()}
+    for name, mine in records.items():
+        assert len(mine) == TURNS and len({r.call_id for r in mine}) == TURNS, f"{name}: {len(mine)} records"
+
+    async def fresh_generations():
+        engine = HFEngine("tiny", engine_id="fresh")
+        try:
+            return {record.call_id: await engine.generate(
+                        f"fresh-{record.call_id}", record.prompt_ids,
+                        SamplingParams(temperature=0.0, max_new_tokens=len(record.response_ids)))
+                    for mine in records.values() for record in mine}
+        finally:
+            await engine.close()
+
+    fresh = asyncio.run(fresh_generations())
+    for name, mine in records.items():
+        for record in mine:
+            where = (name, record.call_id, record.cell_id)
+            assert fresh[record.call_id].response_ids == record.response_ids, where
+            assert fresh[record.call_id].logprobs == pytest.approx(record.response_logprobs, abs=1e-5), where
