@@ -218,8 +218,9 @@ class Driver:
             return
         taken = sum(len(group.finished) for group in groups)
         self.intake = StepIntake(action.count, waiting=max(0, action.count - taken))
+        streams = self.intake.waiting > 0  # decided now: the rest may arrive before _train first runs
         self.step_started = time.perf_counter()
-        self.training = asyncio.ensure_future(self._train(groups, self.intake))
+        self.training = asyncio.ensure_future(self._train(groups, self.intake, streams))
         self.training.add_done_callback(lambda _: self._wake.set())
 
     @staticmethod
@@ -244,9 +245,12 @@ class Driver:
             if batches:
                 yield batches
 
-    async def _train(self, groups: list[Group], intake: StepIntake) -> None:
+    async def _train(self, groups: list[Group], intake: StepIntake, streams: bool) -> None:
+        """One step on ``groups``; ``streams``: it started on part of its batch and takes the rest from
+        ``intake`` (whose ``waiting`` may already be 0 here: executions finished between the step's start and
+        this task's first turn have arrived in its queue, and are trained)."""
         version = self.cluster.version
-        if intake.waiting <= 0:
+        if not streams:
             batches = self._packed(groups)
             metrics = logged_train_metrics(await self.cluster.train_step(batches, self.cfg.max_grad_norm,
                                                                               epochs=self.cfg.ppo_epochs))

@@ -328,3 +328,41 @@ def test_without_parking_the_same_scenario_frees_one_satellite(tmp_path: Path):
         assert joined == {"c0", "c3"}
 
     asyncio.run(scenario())
+
+
+def test_a_streamed_step_whose_rest_arrives_before_it_starts_training_still_trains_it(tmp_path: Path):
+    """The rest of a streamed step's batch can come in before the step's training task first runs (finished
+    executions' callbacks queued ahead of it on a loaded machine). That arrival is part of the step: it must
+    be trained, not left counted as streamed in and dropped (a clean-clone CI once trained 4 of 8)."""
+    run = Lockstep(STREAMING, tmp_path)
+    logged: list[dict[str, Any]] = []
+    run.driver.tracker = type("Recorder", (), {"log": lambda self, metrics, *a, **k: logged.append(dict(metrics))})()
+
+    def finish_without_waiting(number: int) -> None:
+        group_id = run.group_order[number]
+        version = run.driver.buffer.open[group_id].dispatch_version
+        for index, future in enumerate(f for g, f in run.pool.submitted if g == group_id):
+            execution = synthetic_execution(f"{group_id}-{index}", run.spec, seed=number * 10 + index)
+            for call in execution.calls:
+                call.weight_version = version
+            execution.reward = float(index % 2)
+            future.set_result(execution)  # the driver hears of it in a callback: queued, not run yet
+
+    async def scenario() -> None:
+        await run.decide_and_apply()
+        await run.land_switches()
+        await run.decide_and_apply()
+        await run.finish_groups(0)  # half a batch is ready: the policy starts the step on it
+        actions = run.driver.policy.decide(run.driver.observe())
+        assert any(isinstance(a, StartTrainStep) for a in actions), actions
+        finish_without_waiting(1)  # the other half finishes in the same turn of the loop ...
+        run.driver.apply_all(actions)  # ... as the step starts: its arrival is queued before the training task
+        await run.settle()
+        assert run.driver.observe().step_waiting == 0
+        run.cluster.end_step()
+        await run.settle()
+
+    asyncio.run(scenario())
+    assert run.cluster.microbatches >= 2  # the first half and the arrival were both handed to the trainers
+    steps = [row for row in logged if "executions/trained" in row]
+    assert steps and steps[0]["executions/trained"] == BATCH and steps[0]["executions/streamed_in"] == GROUP, steps
