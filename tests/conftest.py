@@ -26,23 +26,13 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip_gpu)
         if "vllm" in item.keywords and VLLM_MISSING and not REQUIRE_VLLM:
             item.add_marker(skip_vllm)
-    # The order the test workers are handed scheduling scopes (`scheduling_scope`) in: xdist's (most tests
-    # first; its own reordering is off, `pytest_xdist_make_scheduler`), scopes of equal count with more slow
-    # tests first, and HAND_OUT_FIRST before all. Handing out every long scope first was tried: both workers
-    # then ran subprocess jobs side by side for the first half, each ~1.4x slower on 2 cores (the suite 1800 s
-    # against 1492 s); many short in-process tests beside one job interleave better.
-    scopes = [scheduling_scope(item.nodeid) for item in items]
-    count, slow = Counter(scopes), Counter(s for s, item in zip(scopes, items) if "slow" in item.keywords)
-    order = {s: (not s.startswith(HAND_OUT_FIRST), -count[s], -slow[s]) for s in count}
-    position = {id(item): order[s] for s, item in zip(scopes, items)}
-    items.sort(key=lambda item: position[id(item)])
-
-
-# The longest single-test scope (~300 s, much of it waiting on killed jobs). Handed out last, as its one test
-# put it, it ran alone at the end of CI: with 3 workers the other two idled ~200 s with the CPU 38% idle
-# (`python tests/timeline.py`, clean-clone CI at d08a5b81). With 2 workers, handing it out first was slower
-# (4ea6258: it then ran beside the other worker's jobs); with 3, see the commit that brought this back.
-HAND_OUT_FIRST = ("tests/test_documented_commands.py::test_documented_command_runs[chain=alone: python benchmarks/reliability.py",)
+    # xdist hands out scheduling scopes (`scheduling_scope`) by their count of tests, most first (its
+    # loadscope reordering, kept on purpose); this stable sort only orders scopes of equal count, those with
+    # more slow tests first. Handing out the longest scopes first by measured seconds was tried: both workers
+    # then run subprocess jobs side by side for the first half, and on 2 cores each job ran ~1.4x slower
+    # (the whole suite 1800 s against 1492 s); many short in-process tests beside one job interleave better.
+    slow = Counter(scheduling_scope(item.nodeid) for item in items if "slow" in item.keywords)
+    items.sort(key=lambda item: -slow[scheduling_scope(item.nodeid)])
 
 
 # A parametrized test whose id starts with ``chain=NAME:`` is scheduled with the other tests of chain NAME
@@ -67,8 +57,6 @@ def pytest_xdist_make_scheduler(config, log):
     if config.getvalue("dist") != "loadfile":
         return None
     from xdist.scheduler import LoadScopeScheduling
-
-    config.option.loadscopereorder = False  # the collection's order is the order (pytest_collection_modifyitems)
 
     class FileOrChainScheduling(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
