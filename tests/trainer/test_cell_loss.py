@@ -16,6 +16,8 @@ from gyre.proxy.routing import LocalRouting
 from gyre.proxy.server import ProxyServer, build_proxy
 from gyre.trainer.cluster import Cluster, ClusterConfig
 
+from chat_sessions import assert_one_growing_path, converse  # tests/trainer/chat_sessions.py
+
 pytestmark = pytest.mark.slow  # Ray cells (a minute): out of the fast tier (-m 'not slow')
 
 
@@ -23,7 +25,7 @@ SESSIONS, TURNS = 6, 4
 
 
 def test_a_rollout_cell_lost_mid_conversation_costs_no_call(ray_session, tmp_path):
-    openai = pytest.importorskip("openai")
+    pytest.importorskip("openai")  # the agents' client (chat_sessions.converse)
     proxy = build_proxy(load_tokenizer("tiny"), [], ProxyConfig(port=0, run_dir=str(tmp_path), fsync=False))
     server = ProxyServer(proxy).start()
     router = proxy.router
@@ -35,19 +37,8 @@ def test_a_rollout_cell_lost_mid_conversation_costs_no_call(ray_session, tmp_pat
             await cluster.start_rollout()
             keys = {f"ex{i}": proxy.open_execution(f"ex{i}") for i in range(SESSIONS)}
             turns_done = dict.fromkeys(keys, 0)
-
-            async def session(name: str, key: str) -> None:
-                client = openai.AsyncOpenAI(base_url=server.openai_base_url, api_key=key, max_retries=0, timeout=120)
-                messages = [{"role": "system", "content": "You are terse."}]
-                for turn in range(TURNS):
-                    messages.append({"role": "user", "content": f"turn {turn} of {name}"})
-                    reply = await client.chat.completions.create(model="gyre", messages=messages, max_tokens=32,
-                                                                 temperature=1.0)
-                    messages.append({"role": "assistant", "content": reply.choices[0].message.content or ""})
-                    turns_done[name] += 1
-                await client.close()
-
-            clients = asyncio.gather(*[session(n, k) for n, k in keys.items()])
+            clients = asyncio.gather(*[converse(server.openai_base_url, key, name, TURNS, turns_done, max_tokens=32,
+                                                temperature=1.0) for name, key in keys.items()])
             # every session has a call answered, and cell1 has calls in flight: then its process dies
             while min(turns_done.values()) < 1 or router.stats()["cells"].get("cell1", {}).get("inflight", 0) == 0:
                 await asyncio.sleep(0.002)
@@ -64,11 +55,8 @@ def test_a_rollout_cell_lost_mid_conversation_costs_no_call(ray_session, tmp_pat
     assert [entry["cell"] for entry in lost] == ["cell1"] and lost[0]["role"] == "rollout" and state == "dead"
     assert stats["cells_lost"] == 1 and list(stats["cells"]) == ["cell0"]
     records = {f"ex{i}": proxy.records(f"ex{i}") for i in range(SESSIONS)}
-    for name, calls in records.items():  # every call answered once, recorded once, on one growing path
-        assert len(calls) == TURNS and len({r.call_id for r in calls}) == TURNS, name
-        for earlier, later in zip(calls, calls[1:]):
-            assert later.prompt_ids[: len(earlier.prompt_ids) + len(earlier.response_ids)] == \
-                earlier.prompt_ids + earlier.response_ids
+    for name, calls in records.items():
+        assert_one_growing_path(name, calls, TURNS)
     retried = [r for calls in records.values() for r in calls
                if any(move["reason"] == "cell_lost" for move in r.meta.get("reroutes", []))]
     assert retried, "a call in flight on the lost cell was retried elsewhere"

@@ -13,13 +13,15 @@ from gyre.proxy.server import ProxyServer, build_proxy
 from gyre.scheduler.state import Role
 from gyre.trainer.cluster import Cluster, ClusterConfig
 
+from chat_sessions import assert_one_growing_path, converse  # tests/trainer/chat_sessions.py
+
 pytestmark = pytest.mark.slow  # Ray cells switching under live executions (minutes): out of the fast tier (-m 'not slow')
 
 SESSIONS, TURNS = 8, 4
 
 
 def test_switches_during_live_executions_lose_and_duplicate_nothing(ray_session, tmp_path):
-    openai = pytest.importorskip("openai")
+    pytest.importorskip("openai")  # the agents' client (chat_sessions.converse)
     proxy = build_proxy(load_tokenizer("tiny"), [], ProxyConfig(port=0, run_dir=str(tmp_path), fsync=False))
     server = ProxyServer(proxy).start()
 
@@ -28,20 +30,9 @@ def test_switches_during_live_executions_lose_and_duplicate_nothing(ray_session,
                           routing=LocalRouting(proxy.router, server.on_loop))
         await cluster.start_rollout()
         keys = {f"ex{i}": proxy.open_execution(f"ex{i}") for i in range(SESSIONS)}
-        turns_done = {name: 0 for name in keys}
-
-        async def session(name: str, key: str) -> None:
-            client = openai.AsyncOpenAI(base_url=server.openai_base_url, api_key=key, max_retries=0, timeout=120)
-            messages = [{"role": "system", "content": "You are terse."}]
-            for turn in range(TURNS):
-                messages.append({"role": "user", "content": f"turn {turn} of {name}"})
-                reply = await client.chat.completions.create(
-                    model="gyre", messages=messages, max_tokens=24, temperature=1.0)
-                messages.append({"role": "assistant", "content": reply.choices[0].message.content or ""})
-                turns_done[name] += 1
-            await client.close()
-
-        clients = asyncio.gather(*[session(n, k) for n, k in keys.items()])
+        turns_done = dict.fromkeys(keys, 0)
+        clients = asyncio.gather(*[converse(server.openai_base_url, key, name, TURNS, turns_done, max_tokens=24,
+                                            temperature=1.0) for name, key in keys.items()])
         # Every session is mid-conversation, each with a call answered on its first cell. (A sum over sessions let
         # fast ones make up for slow ones: under load all of cell1's sessions could still be in their first
         # call, which the drain moved to cell0 before anything was recorded on cell1.)
@@ -63,12 +54,7 @@ def test_switches_during_live_executions_lose_and_duplicate_nothing(ray_session,
     assert kinds == ["rollout_to_train_s", "train_to_rollout_s"]
     assert drains and drains[0].moved_executions >= 1
     for i in range(SESSIONS):
-        records = proxy.records(f"ex{i}")
-        assert len(records) == TURNS, f"ex{i} has {len(records)} records"
-        assert len({r.call_id for r in records}) == TURNS
-        for earlier, later in zip(records, records[1:]):  # one growing path: nothing re-tokenised
-            assert later.prompt_ids[: len(earlier.prompt_ids) + len(earlier.response_ids)] == \
-                earlier.prompt_ids + earlier.response_ids
+        assert_one_growing_path(f"ex{i}", proxy.records(f"ex{i}"), TURNS)
     moved = [r for i in range(SESSIONS) for r in proxy.records(f"ex{i}") if r.meta.get("reroutes")]
     assert len({r.cell_id for i in range(SESSIONS) for r in proxy.records(f"ex{i}")}) == 2
     assert len(moved) == drains[0].aborted_calls  # every interrupted call was retried and says so
@@ -81,7 +67,7 @@ def test_drains_with_sessions_spread_over_two_proxy_replicas_lose_and_duplicate_
     """Two proxy replicas (Ray actors, as on two execution nodes) route over the same cells; sessions alternate
     between them. cell1 leaves for training and comes back, then cell0 does: the second drain moves every live
     session, whichever replica serves it. Every call is answered once and recorded once."""
-    openai = pytest.importorskip("openai")
+    pytest.importorskip("openai")  # the agents' client (chat_sessions.converse)
     import ray
 
     from gyre.proxy.replica import ProxyReplica
@@ -100,22 +86,12 @@ def test_drains_with_sessions_spread_over_two_proxy_replicas_lose_and_duplicate_
         urls = {name: await replica_of[name].base_url.remote() for name in names}
         turns_done = dict.fromkeys(names, 0)
 
-        async def session(name: str) -> None:
-            client = openai.AsyncOpenAI(base_url=f"{urls[name]}/v1", api_key=keys[name], max_retries=0, timeout=120)
-            messages = [{"role": "system", "content": "You are terse."}]
-            for turn in range(REPLICATED_TURNS):
-                messages.append({"role": "user", "content": f"turn {turn} of {name}"})
-                reply = await client.chat.completions.create(model="gyre", messages=messages, max_tokens=24,
-                                                             temperature=1.0)
-                messages.append({"role": "assistant", "content": reply.choices[0].message.content or ""})
-                turns_done[name] += 1
-            await client.close()
-
         async def mid_conversation(turns: int) -> None:
             while min(turns_done.values()) < turns:
                 await asyncio.sleep(0.05)
 
-        clients = asyncio.gather(*[session(name) for name in names])
+        clients = asyncio.gather(*[converse(f"{urls[name]}/v1", keys[name], name, REPLICATED_TURNS, turns_done,
+                                            max_tokens=24, temperature=1.0) for name in names])
         for cell, turns in (("cell1", 1), ("cell0", 2)):
             await mid_conversation(turns)
             await cluster.switch(cell, Role.TRAIN)  # drain on both replicas: sessions move with their KV
@@ -137,11 +113,7 @@ def test_drains_with_sessions_spread_over_two_proxy_replicas_lose_and_duplicate_
     moved_by_replica = {0: 0, 1: 0}
     for i, name in enumerate(names):
         mine = records[name]
-        assert len(mine) == REPLICATED_TURNS, f"{name} has {len(mine)} records"
-        assert len({r.call_id for r in mine}) == REPLICATED_TURNS
-        for earlier, later in zip(mine, mine[1:]):  # one growing path: nothing re-tokenised
-            assert later.prompt_ids[: len(earlier.prompt_ids) + len(earlier.response_ids)] == \
-                earlier.prompt_ids + earlier.response_ids
+        assert_one_growing_path(name, mine, REPLICATED_TURNS)
         moved_by_replica[i % 2] += len({r.cell_id for r in mine}) > 1
     assert all(moved_by_replica.values()), moved_by_replica  # sessions of both replicas were moved
     interrupted = [r for name in names for r in records[name] if r.meta.get("reroutes")]
@@ -156,7 +128,7 @@ def test_a_switch_moves_parked_sessions_with_their_kv_and_changes_no_output(ray_
     train: the drain exports each parked KV, imports it on the other cell and parks it there; the sessions'
     next calls restore it there. Nothing is lost or duplicated, and at temperature 0 every call returns the
     tokens and log-probs a fresh engine gives for the same prompt (a restored KV is the KV)."""
-    openai = pytest.importorskip("openai")
+    pytest.importorskip("openai")  # the agents' client (chat_sessions.converse)
     from gyre.rollout.base import SamplingParams
     from gyre.rollout.hf import HFEngine
 
@@ -171,20 +143,9 @@ def test_a_switch_moves_parked_sessions_with_their_kv_and_changes_no_output(ray_
         await cluster.start_rollout()
         keys = {f"ex{i}": proxy.open_execution(f"ex{i}") for i in range(SESSIONS)}
         turns_done = dict.fromkeys(keys, 0)
-
-        async def session(name: str, key: str) -> None:
-            client = openai.AsyncOpenAI(base_url=server.openai_base_url, api_key=key, max_retries=0, timeout=120)
-            messages = [{"role": "system", "content": "You are terse."}]
-            for turn in range(TURNS):
-                messages.append({"role": "user", "content": f"turn {turn} of {name}"})
-                reply = await client.chat.completions.create(model="gyre", messages=messages, max_tokens=16,
-                                                             temperature=0.0)
-                messages.append({"role": "assistant", "content": reply.choices[0].message.content or ""})
-                turns_done[name] += 1
-                await asyncio.sleep(TOOL_S)  # the agent runs a tool: the router parks the session meanwhile
-            await client.close()
-
-        clients = asyncio.gather(*[session(n, k) for n, k in keys.items()])
+        # the agents run a tool after each call: the router parks their sessions meanwhile
+        clients = asyncio.gather(*[converse(server.openai_base_url, key, name, TURNS, turns_done, max_tokens=16,
+                                            temperature=0.0, tool_s=TOOL_S) for name, key in keys.items()])
         while min(turns_done.values()) < 1:  # every session has made its first call and is in its tool
             await asyncio.sleep(0.02)
         await asyncio.sleep(0.2)  # the parks settle
@@ -209,7 +170,7 @@ def test_a_switch_moves_parked_sessions_with_their_kv_and_changes_no_output(ray_
     moved = [name for name, mine in records.items() if [r.cell_id for r in mine][:2] == ["cell1", "cell0"]]
     assert moved, {name: [r.cell_id for r in mine] for name, mine in records.items()}
     for name, mine in records.items():
-        assert len(mine) == TURNS and len({r.call_id for r in mine}) == TURNS, f"{name}: {len(mine)} records"
+        assert_one_growing_path(name, mine, TURNS)
 
     async def fresh_generations():
         engine = HFEngine("tiny", engine_id="fresh")
