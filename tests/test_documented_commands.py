@@ -256,8 +256,19 @@ CHAINS = {
 GROUP_OF = {command: group for group, commands in CHAINS.items() for command in commands}
 
 
-def chained(command: str):
-    return pytest.param(command, id=f"chain={GROUP_OF.get(command, 'alone')}: {command}")
+# A command whose smallest run splits into independent parts (a documented flag of its own) runs as one test per
+# part, so the parts run side by side on the test workers: the reliability benchmark's smallest run whole took
+# ~4 minutes, the last of CI, one worker busy and the other two idle.
+PARTS_OF = {"python benchmarks/reliability.py --out reliability.json": ["escapes,hacks,hostile,fuzz,drain", "kills", "cells"]}
+
+
+def case_id(command: str, parts: str | None = None) -> str:
+    return f"chain={GROUP_OF.get(command, 'alone')}: {command}" + (f" --parts {parts}" if parts else "")
+
+
+def cases() -> list:
+    return [pytest.param(command, parts, id=case_id(command, parts))
+            for command in SMALLEST for parts in PARTS_OF.get(command, [None])]
 
 
 def test_every_chain_holds_documented_commands_in_the_order_they_run():
@@ -270,17 +281,33 @@ def test_every_chain_holds_documented_commands_in_the_order_they_run():
         assert all(command in SMALLEST for command in commands), commands
         assert [order.index(c) for c in commands] == sorted(order.index(c) for c in commands), commands
     # and the test workers take each chain whole, and every other command on its own
-    scopes = {c: scheduling_scope(f"{Path(__file__).name}::test_documented_command_runs[{chained(c).id}]")
+    scopes = {c: scheduling_scope(f"{Path(__file__).name}::test_documented_command_runs[{case_id(c)}]")
               for c in SMALLEST}
     for commands in CHAINS.values():
         assert len({scopes[c] for c in commands}) == 1, commands
     assert len(set(scopes.values())) == len(SMALLEST) - sum(len(c) - 1 for c in CHAINS.values())
+    # a command split into parts: each part on its own, and its parts together are all of the command's
+    for command, parts in PARTS_OF.items():
+        assert GROUP_OF.get(command, "alone") == "alone", command
+        assert len({scheduling_scope(f"x.py::t[{case_id(command, p)}]") for p in parts}) == len(parts)
+        assert sorted(",".join(parts).split(",")) == sorted(all_parts(command)), command
+
+
+def all_parts(command: str) -> list[str]:
+    """The parts a benchmark runs by default (its ``PARTS``)."""
+    script = ROOT / shlex.split(command)[1]
+    spec = importlib.util.spec_from_file_location(f"gyre_benchmark_{script.stem}", script)
+    module = sys.modules[spec.name] = importlib.util.module_from_spec(spec)  # (its dataclasses look it up there)
+    spec.loader.exec_module(module)
+    return list(module.PARTS)
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("command", [chained(command) for command in SMALLEST])
-def test_documented_command_runs(command, workspace):
+@pytest.mark.parametrize("command, parts", cases())
+def test_documented_command_runs(command, parts, workspace):
     invocation = SMALLEST[command](command, workspace)
+    if parts:
+        invocation = replace(invocation, argv=[*invocation.argv, "--parts", parts])
     if invocation.gpu:
         pytest.skip("a GPU-cluster command (vLLM, NCCL): run on a GPU machine")
     # The scripts call ``python``: it must be this interpreter (its venv), activated or not.
@@ -490,9 +517,30 @@ def sane_validation(r: dict) -> None:
 
 
 def sane_reliability(r: dict) -> None:
-    assert r["escape_attempts"] > 0 and r["escapes"] == 0
-    assert r["reward_hack_attempts"] > 0 and r["reward_hacks_paid"] == 0
-    assert r["calls_lost"] == 0 and r["calls_duplicated"] == 0
+    """The figures of the parts that ran (``parts``: tests run the benchmark's parts side by side)."""
+    parts = set(r["parts"])
+    assert parts, r
+    if "escapes" in parts:
+        assert r["escape_attempts"] > 0 and r["escapes"] == 0, r["escape_examples"]
+        assert r["escape_proxy_call_ok"] and r["gate_added_p50_ms"] <= r["gate_added_p99_ms"]
+    if "hacks" in parts:
+        assert r["reward_hack_attempts"] > 0 and r["reward_hacks_paid"] == 0
+        assert r["reward_hack_references_all_one"]
+    if "hostile" in parts:  # the execution's own call got through the gate while slow heads were held against it
+        assert r["gate_call_during_slowloris_ok"] and r["gate_slowloris_max_open_s"] <= r["gate_head_timeout_s"] + 5
+        assert 0 < r["hostile_body_memory_ratio"] <= 4 and r["other_execution_calls"] > 0
+    if "fuzz" in parts:
+        assert r["fuzz_requests"] > 0 and r["proxy_5xx_unexpected"] == r["proxy_crashes"] == 0
+        assert r["fuzz_bystander_record_unchanged"] and r["fuzz_valid_call_after"]
+    if "drain" in parts:
+        assert r["drained_sessions"] > 0 and r["calls_lost"] == 0 and r["calls_duplicated"] == 0
+    if "kills" in parts:
+        sane_reliability_kills(r)
+    if "cells" in parts:
+        sane_reliability_cells(r)
+
+
+def sane_reliability_kills(r: dict) -> None:
     # The driver SIGKILLed twice (mid-run, then during start-up), resumed each time, then run to its end: no
     # step lost or trained twice, no record lost, nothing of a killed job left running but Ray's own agents.
     assert r["driver_kills"] == 2, r["kill_points"]
@@ -507,6 +555,9 @@ def sane_reliability(r: dict) -> None:
     assert all(_is_rays(line) for line in r["kill_leftover_examples"]), (r["kill_leftover_examples"], r["kill_points"])
     assert all(line.startswith(("ray::DashboardAgent", "ray::RuntimeEnvAgent")) for line in r["kill_late_leftover_examples"]), (
         r["kill_late_leftover_examples"], r["kill_points"])
+
+
+def sane_reliability_cells(r: dict) -> None:
     # One run losing a training satellite mid-step 1, a rollout cell mid-call and an execution node in step 2 and
     # the core mid-step 3: it finishes, every step logged once, the core rebuilt from its checkpoint, no execution
     # failed by a cell's loss (the dead node's own executions fail as worker_lost, by design)
