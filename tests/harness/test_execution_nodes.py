@@ -1,14 +1,12 @@
 """Executions and proxy replicas on several Ray nodes (``gyre.harness.nodes``), tested on one machine as several
-nodes (``ray.cluster_utils``): placement over the nodes, a worker dying mid-run, and the main job end to end.
-The drain across two proxy replicas sharing one router is in ``tests/trainer/test_live_switch.py``."""
+nodes (``ray.cluster_utils``): placement over the nodes, a worker dying mid-run. The main job on simulated
+execution nodes is in ``tests/trainer/test_main_job.py``, beside the same job on one machine; the drain across
+two proxy replicas sharing one router is in ``tests/trainer/test_live_switch.py``."""
 
 from __future__ import annotations
 
 import asyncio
-import json
 import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -19,7 +17,6 @@ from gyre.harness.nodes import NodePool, SimulatedNodes, start_workers
 
 REPO = Path(__file__).resolve().parents[2]
 SLOTS = 2  # executions each simulated node runs at once
-EVENT_FAMILIES = {"idle_fraction", "switch", "microbatches", "cells", "reward", "pass_rate"}
 
 
 @pytest.fixture(scope="module")
@@ -102,36 +99,6 @@ def test_a_dead_worker_fails_only_its_executions_and_new_work_goes_elsewhere(two
     assert all(e.reward == 1.0 and e.reward_detail["node_id"] == survivor.node_id for e in kept)
     assert not doomed.alive and not survivor.alive
     assert all(e.status == "finished" and e.reward_detail["node_id"] == survivor.node_id for e in later)
-
-
-@pytest.mark.slow
-def test_the_main_job_on_two_simulated_execution_nodes(tmp_path):
-    """The main job with ``cluster.execution_nodes=2``: trains, its executions ran on both nodes through their
-    proxy replicas, and it logs every metric the single-machine run logs."""
-    common = ["+recipe=terminalbench", "scheduler=elastic", "trainer.total_steps=2", "cluster.cells=3",
-              "scheduler.batch_size=4", "trainer.group_size=2", "harness.max_turns=1",
-              "harness.reference.sub_agent=false", "harness.progress=false", "harness.concurrency=2"]
-    env = {**{k: v for k, v in os.environ.items() if k != "WANDB_API_KEY"}, "RAY_AUTH_MODE": "disabled"}
-    runs = {}
-    for name, extra in {"local": [], "nodes": ["cluster.execution_nodes=2", "cluster.simulate_execution_nodes=true"]}.items():
-        run_dir = tmp_path / name
-        done = subprocess.run([sys.executable, "-m", "gyre.main", *common, f"run_dir={run_dir}", *extra],
-                              capture_output=True, text=True, timeout=600, env=env, cwd=REPO)
-        assert done.returncode == 0, done.stderr[-3000:]
-        runs[name] = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
-    steps = runs["nodes"]
-    assert [s["step"] for s in steps] == [1, 2]
-    assert all(s["executions/trained"] >= 4 and s["tokens/tree"] > 0 and s["executions/no_calls"] == 0 for s in steps)
-    assert all(s["executions/lost"] == 0 for s in steps)
-    assert max(s["executions/nodes"] for s in steps) == 2  # both nodes' workers and replicas served the run
-    def keys(run: list[dict]) -> set[str]:
-        """Metric names, those named after what happened (a role, a kind of switch, a cell) as their family:
-        ``switch/train_to_rollout_s`` appears once such a switch happened, in either layout."""
-        return {key.split("/")[0] + "/*" if key.split("/")[0] in EVENT_FAMILIES else key for step in run for key in step}
-
-    assert keys(steps) - keys(runs["local"]) == {"executions/nodes"} and keys(runs["local"]) <= keys(steps)
-    records = list((tmp_path / "nodes" / "records").glob("*.jsonl"))
-    assert len(records) >= 8  # written by the replicas into the run's records folder, as on one machine
 
 
 def test_placement_prefers_a_worker_that_served_the_repository_while_it_has_room():

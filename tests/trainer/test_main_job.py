@@ -7,20 +7,20 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 
+REPO = Path(__file__).resolve().parents[2]
 CELLS = {1: 3, 2: 2}  # ranks per cell -> cells: 3 one-rank cells, or 2 cells x 2 ranks (FSDP2-sharded replicas)
+# Metric families named after what happened (a role, a kind of switch, a cell): compared as a family.
+EVENT_FAMILIES = {"idle_fraction", "switch", "microbatches", "cells", "reward", "pass_rate"}
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("ranks", [1, 2], ids=["1-rank-cells", "2-rank-cells"])
-@pytest.mark.parametrize("scheduler", ["elastic", "colocate", "async"])
-def test_main_job_runs_under_each_scheduler(tmp_path, scheduler, ranks):
-    run_dir = tmp_path / "run"
+def scheduler_run(scheduler: str, ranks: int, run_dir: Path) -> list[str]:
     cells = CELLS[ranks]
-    overrides = [
+    return [
         "+recipe=terminalbench", f"scheduler={scheduler}", f"run_dir={run_dir}", "trainer.total_steps=2",
         f"cluster.cells={cells}", f"cluster.ranks_per_cell={ranks}", "scheduler.batch_size=4",
         "trainer.group_size=2", "scheduler.rollout_cells=1",
@@ -30,10 +30,34 @@ def test_main_job_runs_under_each_scheduler(tmp_path, scheduler, ranks):
         # async's executions make several calls: their sessions wait on tools between them (parking)
         f"harness.max_turns={3 if scheduler == 'async' else 1}",
     ]
+
+
+def run_main_job(overrides: list[str]) -> None:
     env = {k: v for k, v in os.environ.items() if k != "WANDB_API_KEY"}
     done = subprocess.run([sys.executable, "-m", "gyre.main", *overrides], capture_output=True, text=True,
-                          timeout=600, env={**env, "RAY_AUTH_MODE": "disabled"})
+                          timeout=600, env={**env, "RAY_AUTH_MODE": "disabled"}, cwd=REPO)
     assert done.returncode == 0, done.stderr[-3000:]
+
+
+@pytest.fixture(scope="module")
+def elastic_run(tmp_path_factory) -> Path:
+    """The elastic job on one-rank cells: checked below as every scheduler's run is, and the single-machine
+    reference of the same job on simulated execution nodes."""
+    run_dir = tmp_path_factory.mktemp("elastic") / "run"
+    run_main_job(scheduler_run("elastic", 1, run_dir))
+    return run_dir
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("ranks", [1, 2], ids=["1-rank-cells", "2-rank-cells"])
+@pytest.mark.parametrize("scheduler", ["elastic", "colocate", "async"])
+def test_main_job_runs_under_each_scheduler(tmp_path, request, scheduler, ranks):
+    cells = CELLS[ranks]
+    if (scheduler, ranks) == ("elastic", 1):
+        run_dir = request.getfixturevalue("elastic_run")
+    else:
+        run_dir = tmp_path / "run"
+        run_main_job(scheduler_run(scheduler, ranks, run_dir))
     steps = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     assert [s["step"] for s in steps] == [1, 2]
     assert all(s["scheduler"]["name"] == scheduler and s["version"] == s["step"] for s in steps)
@@ -108,3 +132,31 @@ def test_steps_that_stream_in_their_batch_train_it_whole(tmp_path):
     assert all(s["version"] == s["step"] for s in steps), shape  # one update per step
     assert any(s["executions/streamed_in"] > 0 for s in steps)  # a step took executions that finished after it began
     assert all(s["executions/streamed_in"] <= 6 for s in steps)  # it began on at least its first quarter
+
+
+@pytest.mark.slow
+def test_the_main_job_on_two_simulated_execution_nodes(tmp_path, elastic_run):
+    """The elastic job with ``cluster.execution_nodes=2`` (gyre.harness.nodes; two executions at a time on each,
+    so both take work): trains, its executions ran on both nodes through their proxy replicas, and it logs
+    every metric the same job logs on one machine."""
+    run_dir = tmp_path / "nodes"
+    run_main_job([*scheduler_run("elastic", 1, run_dir), "cluster.execution_nodes=2",
+                  "cluster.simulate_execution_nodes=true", "harness.concurrency=2"])
+    local, steps = (metrics(d) for d in (elastic_run, run_dir))
+    assert [s["step"] for s in steps] == [1, 2]
+    assert all(s["executions/trained"] >= 4 and s["tokens/tree"] > 0 and s["executions/no_calls"] == 0 for s in steps)
+    assert all(s["executions/lost"] == 0 for s in steps)
+    assert max(s["executions/nodes"] for s in steps) == 2  # both nodes' workers and replicas served the run
+
+    def keys(run: list[dict]) -> set[str]:
+        """Metric names, those named after what happened as their family: ``switch/train_to_rollout_s``
+        appears once such a switch happened, in either layout."""
+        return {key.split("/")[0] + "/*" if key.split("/")[0] in EVENT_FAMILIES else key for step in run for key in step}
+
+    assert keys(steps) - keys(local) == {"executions/nodes"} and keys(local) <= keys(steps)
+    records = list((run_dir / "records").glob("*.jsonl"))
+    assert len(records) >= 8  # written by the replicas into the run's records folder, as on one machine
+
+
+def metrics(run_dir: Path) -> list[dict]:
+    return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
