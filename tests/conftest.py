@@ -62,6 +62,15 @@ def pytest_xdist_make_scheduler(config, log):
         def _split_scope(self, nodeid: str) -> str:
             return scheduling_scope(nodeid)
 
+        def _reschedule(self, node) -> None:
+            """A worker gets its next scope only once it holds one test it cannot run without a next (xdist's
+            own waits until two are left): a scope taken early waits behind the worker's running test, and
+            with scopes of one long test each (documented commands) one worker queued two of them, minutes
+            each, while the others ran out of work."""
+            if not node.shutting_down and self.workqueue and self._pending_of(self.assigned_work[node]) > 1:
+                return
+            super()._reschedule(node)
+
     return FileOrChainScheduling(config, log)
 
 

@@ -172,13 +172,6 @@ SMALLEST: dict[str, Callable[[str, Workspace], Invocation]] = {
     "python -m gyre.main +recipe=learn": lambda c, ws: Invocation(as_written(
         c, append=[*learn_overrides(ws), "trainer.total_steps=1", f"run_dir={ws.path('learn')}"])),
     "python benchmarks/learning.py --out learning.json --seeds 0 1 2": learning_benchmark,
-    # The longest of the commands that run alone come first: the test workers take them early instead of ending
-    # the suite on one of them while the others idle.
-    "python benchmarks/reliability.py --out reliability.json": lambda c, ws: replace(benchmark(
-        c, ws, "--kills", "2", "--steps", "4", "--fuzz", "40", "--drains", "1", "--sessions", "4",
-        "--hack-domains", "nl2repo", "--hostile-sizes-mb", "1", "--count-tokens-flood", "2", "--slowloris", "4",
-        "--gate-head-timeout", "2", "--cell-runs", "1"), own_ray=True),
-    "bash examples/sweep/run.sh": run_sweep,
     "python -m gyre.main +recipe=deepswe scheduler=colocate": lambda c, ws: Invocation(
         as_written(c, append=[*SMALL_JOB, f"run_dir={ws.path('colocate')}"])),
     "python -m gyre.sft data.records=[runs/<run>/records] model.path=small": lambda c, ws: Invocation(as_written(
@@ -216,6 +209,10 @@ SMALLEST: dict[str, Callable[[str, Workspace], Invocation]] = {
         c, ws, "--steps", "1", "--batch-size", "2", "--group-size", "2", "--max-turns", "3"),
     "python benchmarks/sim_validation.py --out validation.json": lambda c, ws: benchmark(
         c, ws, "--runs", str(ws.produced("scheduler_runs")), "--sim-steps", "4", "--seeds", "1"),
+    "python benchmarks/reliability.py --out reliability.json": lambda c, ws: replace(benchmark(
+        c, ws, "--kills", "2", "--steps", "4", "--fuzz", "40", "--drains", "1", "--sessions", "4",
+        "--hack-domains", "nl2repo", "--hostile-sizes-mb", "1", "--count-tokens-flood", "2", "--slowloris", "4",
+        "--gate-head-timeout", "2", "--cell-runs", "1"), own_ray=True),
     "bash examples/learning_on_cpu/run.sh": lambda c, ws: Invocation(
         [*shlex.split(c), str(ws.path("example_learning"))],
         env={"SFT_STEPS": "2", "TRAIN": str(ws.learn_suite()[0]), "DEV": str(ws.learn_suite()[1]),
@@ -224,6 +221,7 @@ SMALLEST: dict[str, Callable[[str, Workspace], Invocation]] = {
              "EVAL_ARGS": SHORT_REPLIES}),
     "bash examples/serve_to_harnesses/run.sh runs/<run>/checkpoints/latest": lambda c, ws: Invocation(
         as_written(c, replace={"runs/<run>/checkpoints/latest": checkpoint(ws)}), env={"PORT": "0"}),
+    "bash examples/sweep/run.sh": run_sweep,
 }
 
 
@@ -268,9 +266,30 @@ def case_id(command: str, parts: str | None = None) -> str:
     return f"chain={GROUP_OF.get(command, 'alone')}: {command}" + (f" --parts {parts}" if parts else "")
 
 
+# The commands that run alone are scheduling scopes of one test each, handed out last, one at a time. An xdist
+# worker must hold its next test before it runs one, so what is handed out right after a long command waits for
+# it on the same worker: each of these long ones (minutes in CI) is followed by a short one, and they start
+# early on different workers instead of queueing behind one another.
+LONG_ALONE = [
+    ("python benchmarks/reliability.py --out reliability.json", "cells"),
+    ("python benchmarks/reliability.py --out reliability.json", "kills"),
+    ("python benchmarks/reliability.py --out reliability.json", "escapes,hacks,hostile,fuzz,drain"),
+    ("python benchmarks/parking_exactness.py --out parking_exactness.json", None),
+    ("bash examples/sweep/run.sh", None),
+    ("python benchmarks/proxy_overhead.py --replicated --out proxy_replicated.json", None),
+    ("python benchmarks/long_horizon.py --out long.json", None),
+    ("python -m gyre.main +recipe=deepswe scheduler=colocate", None),
+    ("python benchmarks/proxy_overhead.py --out proxy.json", None),
+]
+
+
 def cases() -> list:
-    return [pytest.param(command, parts, id=case_id(command, parts))
-            for command in SMALLEST for parts in PARTS_OF.get(command, [None])]
+    every = [(command, parts) for command in SMALLEST for parts in PARTS_OF.get(command, [None])]
+    chains = [case for case in every if case[0] in GROUP_OF]
+    short = [case for case in every if case[0] not in GROUP_OF and case not in LONG_ALONE]
+    alone = [case for long, following in zip(LONG_ALONE, short + [None] * len(LONG_ALONE)) for case in (long, following) if case]
+    alone += short[len(LONG_ALONE):]
+    return [pytest.param(command, parts, id=case_id(command, parts)) for command, parts in chains + alone]
 
 
 def test_every_chain_holds_documented_commands_in_the_order_they_run():
@@ -288,6 +307,7 @@ def test_every_chain_holds_documented_commands_in_the_order_they_run():
     for commands in CHAINS.values():
         assert len({scopes[c] for c in commands}) == 1, commands
     assert len(set(scopes.values())) == len(SMALLEST) - sum(len(c) - 1 for c in CHAINS.values())
+    assert set(LONG_ALONE) <= {(command, parts) for command in SMALLEST for parts in PARTS_OF.get(command, [None])}
     # a command split into parts: each part on its own, and its parts together are all of the command's
     for command, parts in PARTS_OF.items():
         assert GROUP_OF.get(command, "alone") == "alone", command
