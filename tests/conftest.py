@@ -36,8 +36,10 @@ def pytest_collection_modifyitems(config, items):
 
 
 # A parametrized test whose id starts with ``chain=NAME:`` is scheduled with the other tests of chain NAME
-# of its file (``chain=alone:``: on its own); see `scheduling_scope`.
+# of its file (``chain=alone:``: on its own; ``chain=long:``: on its own, and never queued behind another long
+# one on a worker); see `scheduling_scope`.
 CHAIN_ID = re.compile(r"\[chain=([\w-]+):")
+ON_ITS_OWN = ("alone", "long")
 
 
 def scheduling_scope(nodeid: str) -> str:
@@ -48,7 +50,11 @@ def scheduling_scope(nodeid: str) -> str:
     chain = CHAIN_ID.search(name)
     if chain is None:
         return path
-    return nodeid if chain.group(1) == "alone" else f"{path}::{chain.group(1)}"
+    return nodeid if chain.group(1) in ON_ITS_OWN else f"{path}::{chain.group(1)}"
+
+
+def is_long(scope: str) -> bool:
+    return "[chain=long:" in scope
 
 
 def pytest_xdist_make_scheduler(config, log):
@@ -64,12 +70,21 @@ def pytest_xdist_make_scheduler(config, log):
 
         def _reschedule(self, node) -> None:
             """A worker gets its next scope only once it holds one test it cannot run without a next (xdist's
-            own waits until two are left): a scope taken early waits behind the worker's running test, and
-            with scopes of one long test each (documented commands) one worker queued two of them, minutes
-            each, while the others ran out of work."""
+            own takes one more while two are left): a scope handed out waits behind the worker's running test."""
             if not node.shutting_down and self.workqueue and self._pending_of(self.assigned_work[node]) > 1:
                 return
             super()._reschedule(node)
+
+        def _assign_work_unit(self, node) -> None:
+            """A worker holding a long command gets the next scope that is not one: a worker must hold its next
+            test to run one, so a long one handed to it would wait minutes for the other (in one CI run the
+            4-minute cells part held the 2-minute kills part while the other workers ran dry)."""
+            holds_long = any(is_long(scope) and not all(done.values()) for scope, done in self.assigned_work[node].items())
+            if holds_long:
+                other = next((scope for scope in self.workqueue if not is_long(scope)), None)
+                if other is not None:
+                    self.workqueue.move_to_end(other, last=False)
+            super()._assign_work_unit(node)
 
     return FileOrChainScheduling(config, log)
 

@@ -262,34 +262,28 @@ GROUP_OF = {command: group for group, commands in CHAINS.items() for command in 
 PARTS_OF = {"python benchmarks/reliability.py --out reliability.json": ["kills", "cells", "escapes,hacks,hostile,fuzz,drain"]}
 
 
-def case_id(command: str, parts: str | None = None) -> str:
-    return f"chain={GROUP_OF.get(command, 'alone')}: {command}" + (f" --parts {parts}" if parts else "")
-
-
-# The commands that run alone are scheduling scopes of one test each, handed out last, one at a time. An xdist
-# worker must hold its next test before it runs one, so what is handed out right after a long command waits for
-# it on the same worker: each of these long ones (minutes in CI) is followed by a short one, and they start
-# early on different workers instead of queueing behind one another.
+# The commands that run alone are scheduling scopes of one test each, handed out last. These take minutes in CI:
+# marked ``chain=long`` so that a test worker holding one is never handed another to hold behind it (an xdist
+# worker must hold its next test to run one; tests/conftest.py), and handed out first of them.
 LONG_ALONE = [
     ("python benchmarks/reliability.py --out reliability.json", "cells"),
     ("python benchmarks/reliability.py --out reliability.json", "kills"),
     ("python benchmarks/reliability.py --out reliability.json", "escapes,hacks,hostile,fuzz,drain"),
     ("python benchmarks/parking_exactness.py --out parking_exactness.json", None),
     ("bash examples/sweep/run.sh", None),
-    ("python benchmarks/proxy_overhead.py --replicated --out proxy_replicated.json", None),
-    ("python benchmarks/long_horizon.py --out long.json", None),
-    ("python -m gyre.main +recipe=deepswe scheduler=colocate", None),
-    ("python benchmarks/proxy_overhead.py --out proxy.json", None),
 ]
+
+
+def case_id(command: str, parts: str | None = None) -> str:
+    chain = GROUP_OF.get(command) or ("long" if (command, parts) in LONG_ALONE else "alone")
+    return f"chain={chain}: {command}" + (f" --parts {parts}" if parts else "")
 
 
 def cases() -> list:
     every = [(command, parts) for command in SMALLEST for parts in PARTS_OF.get(command, [None])]
-    chains = [case for case in every if case[0] in GROUP_OF]
-    short = [case for case in every if case[0] not in GROUP_OF and case not in LONG_ALONE]
-    alone = [case for long, following in zip(LONG_ALONE, short + [None] * len(LONG_ALONE)) for case in (long, following) if case]
-    alone += short[len(LONG_ALONE):]
-    return [pytest.param(command, parts, id=case_id(command, parts)) for command, parts in chains + alone]
+    ordered = [case for case in every if case[0] in GROUP_OF] + LONG_ALONE
+    ordered += [case for case in every if case not in ordered]
+    return [pytest.param(command, parts, id=case_id(command, parts)) for command, parts in ordered]
 
 
 def test_every_chain_holds_documented_commands_in_the_order_they_run():
@@ -310,7 +304,7 @@ def test_every_chain_holds_documented_commands_in_the_order_they_run():
     assert set(LONG_ALONE) <= {(command, parts) for command in SMALLEST for parts in PARTS_OF.get(command, [None])}
     # a command split into parts: each part on its own, and its parts together are all of the command's
     for command, parts in PARTS_OF.items():
-        assert GROUP_OF.get(command, "alone") == "alone", command
+        assert command not in GROUP_OF, command
         assert len({scheduling_scope(f"x.py::t[{case_id(command, p)}]") for p in parts}) == len(parts)
         assert sorted(",".join(parts).split(",")) == sorted(all_parts(command)), command
 
