@@ -538,13 +538,14 @@ def sane_reliability(r: dict) -> None:
     assert parts, r
     if "escapes" in parts:
         assert r["escape_attempts"] > 0 and r["escapes"] == 0, r["escape_examples"]
-        assert r["escape_proxy_call_ok"] and r["gate_added_p50_ms"] <= r["gate_added_p99_ms"]
+        assert r["escape_proxy_call_ok"]
+        positive(r, "gate_call_p50_ms", "direct_call_p50_ms")  # (the added ms are differences: any sign under load)
     if "hacks" in parts:
         assert r["reward_hack_attempts"] > 0 and r["reward_hacks_paid"] == 0
         assert r["reward_hack_references_all_one"]
     if "hostile" in parts:  # the execution's own call got through the gate while slow heads were held against it
         assert r["gate_call_during_slowloris_ok"] and r["gate_slowloris_max_open_s"] <= r["gate_head_timeout_s"] + 5
-        assert 0 < r["hostile_body_memory_ratio"] <= 4 and r["other_execution_calls"] > 0
+        assert 0 <= r["hostile_body_memory_ratio"] <= 4 and r["other_execution_calls"] > 0
     if "fuzz" in parts:
         assert r["fuzz_requests"] > 0 and r["proxy_5xx_unexpected"] == r["proxy_crashes"] == 0
         assert r["fuzz_bystander_record_unchanged"] and r["fuzz_valid_call_after"]
