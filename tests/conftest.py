@@ -54,7 +54,8 @@ def scheduling_scope(nodeid: str) -> str:
 
 
 def is_long(scope: str) -> bool:
-    return "[chain=long:" in scope
+    chain = CHAIN_ID.search(scope)
+    return chain is not None and chain.group(1) == "long"
 
 
 def pytest_xdist_make_scheduler(config, log):

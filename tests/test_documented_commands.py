@@ -10,6 +10,7 @@ cells, a few tasks, tiny benchmark sizes). Outputs go to a temporary folder, not
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import json
 import math
@@ -259,16 +260,15 @@ GROUP_OF = {command: group for group, commands in CHAINS.items() for command in 
 # A command whose smallest run splits into independent parts (a documented flag of its own) runs as one test per
 # part, so the parts run side by side on the test workers: the reliability benchmark's smallest run whole took
 # ~4 minutes, the last of CI, one worker busy and the other two idle.
-PARTS_OF = {"python benchmarks/reliability.py --out reliability.json": ["kills", "cells", "escapes,hacks,hostile,fuzz,drain"]}
+RELIABILITY = "python benchmarks/reliability.py --out reliability.json"
+PARTS_OF = {RELIABILITY: ["cells", "kills", "escapes,hacks,hostile,fuzz,drain"]}
 
 
 # The commands that run alone are scheduling scopes of one test each, handed out last. These take minutes in CI:
 # marked ``chain=long`` so that a test worker holding one is never handed another to hold behind it (an xdist
 # worker must hold its next test to run one; tests/conftest.py), and handed out first of them.
 LONG_ALONE = [
-    ("python benchmarks/reliability.py --out reliability.json", "cells"),
-    ("python benchmarks/reliability.py --out reliability.json", "kills"),
-    ("python benchmarks/reliability.py --out reliability.json", "escapes,hacks,hostile,fuzz,drain"),
+    *((RELIABILITY, parts) for parts in PARTS_OF[RELIABILITY]),
     ("python benchmarks/parking_exactness.py --out parking_exactness.json", None),
     ("bash examples/sweep/run.sh", None),
 ]
@@ -279,6 +279,24 @@ def case_id(command: str, parts: str | None = None) -> str:
     return f"chain={chain}: {command}" + (f" --parts {parts}" if parts else "")
 
 
+def load_by_path(path: Path, name: str):
+    """A module from its file (``import conftest`` may find another folder's; a benchmark is a script)."""
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = sys.modules[name] = importlib.util.module_from_spec(spec)  # (dataclasses look their module up there)
+    spec.loader.exec_module(module)
+    return module
+
+
+@functools.cache
+def root_conftest():
+    return load_by_path(Path(__file__).parent / "conftest.py", "gyre_tests_root_conftest")
+
+
+def scope_of(command: str, parts: str | None = None) -> str:
+    """The scheduling scope of the command's test (tests/conftest.py)."""
+    return root_conftest().scheduling_scope(f"{Path(__file__).name}::test_documented_command_runs[{case_id(command, parts)}]")
+
+
 def cases() -> list:
     every = [(command, parts) for command in SMALLEST for parts in PARTS_OF.get(command, [None])]
     ordered = [case for case in every if case[0] in GROUP_OF] + LONG_ALONE
@@ -287,17 +305,12 @@ def cases() -> list:
 
 
 def test_every_chain_holds_documented_commands_in_the_order_they_run():
-    spec = importlib.util.spec_from_file_location("gyre_tests_root_conftest", Path(__file__).parent / "conftest.py")
-    conftest = importlib.util.module_from_spec(spec)  # by path: ``import conftest`` may find another folder's
-    spec.loader.exec_module(conftest)
-    scheduling_scope = conftest.scheduling_scope
     order = list(SMALLEST)
     for commands in CHAINS.values():
         assert all(command in SMALLEST for command in commands), commands
         assert [order.index(c) for c in commands] == sorted(order.index(c) for c in commands), commands
     # and the test workers take each chain whole, and every other command on its own
-    scopes = {c: scheduling_scope(f"{Path(__file__).name}::test_documented_command_runs[{case_id(c)}]")
-              for c in SMALLEST}
+    scopes = {c: scope_of(c) for c in SMALLEST}
     for commands in CHAINS.values():
         assert len({scopes[c] for c in commands}) == 1, commands
     assert len(set(scopes.values())) == len(SMALLEST) - sum(len(c) - 1 for c in CHAINS.values())
@@ -305,17 +318,14 @@ def test_every_chain_holds_documented_commands_in_the_order_they_run():
     # a command split into parts: each part on its own, and its parts together are all of the command's
     for command, parts in PARTS_OF.items():
         assert command not in GROUP_OF, command
-        assert len({scheduling_scope(f"x.py::t[{case_id(command, p)}]") for p in parts}) == len(parts)
+        assert len({scope_of(command, p) for p in parts}) == len(parts)
         assert sorted(",".join(parts).split(",")) == sorted(all_parts(command)), command
 
 
 def all_parts(command: str) -> list[str]:
     """The parts a benchmark runs by default (its ``PARTS``)."""
     script = ROOT / shlex.split(command)[1]
-    spec = importlib.util.spec_from_file_location(f"gyre_benchmark_{script.stem}", script)
-    module = sys.modules[spec.name] = importlib.util.module_from_spec(spec)  # (its dataclasses look it up there)
-    spec.loader.exec_module(module)
-    return list(module.PARTS)
+    return list(load_by_path(script, f"gyre_benchmark_{script.stem}").PARTS)
 
 
 @pytest.mark.slow
