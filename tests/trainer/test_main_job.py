@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -18,10 +19,10 @@ CELLS = {1: 3, 2: 2}  # ranks per cell -> cells: 3 one-rank cells, or 2 cells x 
 EVENT_FAMILIES = {"idle_fraction", "switch", "microbatches", "cells", "reward", "pass_rate"}
 
 
-def scheduler_run(scheduler: str, ranks: int, run_dir: Path) -> list[str]:
+def scheduler_run(scheduler: str, ranks: int, run_dir: Path, steps: int = 2) -> list[str]:
     cells = CELLS[ranks]
     return [
-        "+recipe=terminalbench", f"scheduler={scheduler}", f"run_dir={run_dir}", "trainer.total_steps=2",
+        "+recipe=terminalbench", f"scheduler={scheduler}", f"run_dir={run_dir}", f"trainer.total_steps={steps}",
         f"cluster.cells={cells}", f"cluster.ranks_per_cell={ranks}", "scheduler.batch_size=4",
         "trainer.group_size=2", "scheduler.rollout_cells=1",
         "harness.reference.sub_agent=false", "harness.progress=false", "tracking.backends=[jsonl,wandb]",
@@ -48,13 +49,25 @@ def elastic_run(tmp_path_factory) -> Path:
     return run_dir
 
 
+# The sharded elastic run carries a KL term (each replica then holds a frozen reference, sharded like the policy):
+# checked as every scheduler's run is, and then resumed on cells of another size.
+KL = "algo.kl_coef=0.05"
+
+
+@pytest.fixture(scope="module")
+def sharded_kl_run(tmp_path_factory) -> Path:
+    run_dir = tmp_path_factory.mktemp("sharded_kl") / "run"
+    run_main_job([*scheduler_run("elastic", 2, run_dir), KL])
+    return run_dir
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("ranks", [1, 2], ids=["1-rank-cells", "2-rank-cells"])
 @pytest.mark.parametrize("scheduler", ["elastic", "colocate", "async"])
 def test_main_job_runs_under_each_scheduler(tmp_path, request, scheduler, ranks):
     cells = CELLS[ranks]
-    if (scheduler, ranks) == ("elastic", 1):
-        run_dir = request.getfixturevalue("elastic_run")
+    if scheduler == "elastic":
+        run_dir = request.getfixturevalue("elastic_run" if ranks == 1 else "sharded_kl_run")
     else:
         run_dir = tmp_path / "run"
         run_main_job(scheduler_run(scheduler, ranks, run_dir))
@@ -89,27 +102,18 @@ def test_main_job_runs_under_each_scheduler(tmp_path, request, scheduler, ranks)
 
 
 @pytest.mark.slow
-def test_a_sharded_run_with_a_kl_term_resumes_on_cells_of_another_size(tmp_path):
-    """algo.kl_coef > 0 on 2-rank cells (each replica holds a frozen reference, sharded like the policy), one
-    step; then the same run resumed on 1-rank cells: the checkpoint holds whole weights and an optimizer
-    state keyed by parameter name, so it loads on any number of ranks."""
+def test_a_sharded_run_with_a_kl_term_resumes_on_cells_of_another_size(tmp_path, sharded_kl_run):
+    """algo.kl_coef > 0 on 2-rank cells (the sharded elastic run above, two steps), resumed for a third step
+    on 1-rank cells: the checkpoint holds whole weights and an optimizer state keyed by parameter name, so it
+    loads on any number of ranks."""
     run_dir = tmp_path / "run"
-    common = [
-        sys.executable, "-m", "gyre.main", "+recipe=terminalbench", f"run_dir={run_dir}", "cluster.cells=2",
-        "scheduler.batch_size=4", "trainer.group_size=2", "scheduler.rollout_cells=1", "harness.max_turns=1",
-        "harness.reference.sub_agent=false", "harness.progress=false", "algo.kl_coef=0.05",
-    ]
-    env = {**os.environ, "RAY_AUTH_MODE": "disabled"}
-    first = subprocess.run([*common, "cluster.ranks_per_cell=2", "trainer.total_steps=1"], capture_output=True,
-                           text=True, timeout=600, env=env)
-    assert first.returncode == 0, first.stderr[-3000:]
-    second = subprocess.run([*common, "cluster.ranks_per_cell=1", "trainer.total_steps=2", "trainer.resume=true"],
-                            capture_output=True, text=True, timeout=600, env=env)
-    assert second.returncode == 0, second.stderr[-3000:]
-    steps = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
-    assert [(s["step"], s["version"]) for s in steps] == [(1, 1), (2, 2)]
+    shutil.copytree(sharded_kl_run, run_dir, symlinks=True)  # the resume writes into its own copy
+    resumed = [*scheduler_run("elastic", 1, run_dir, steps=3), KL, "trainer.resume=true"]
+    run_main_job(resumed)
+    steps = metrics(run_dir)
+    assert [(s["step"], s["version"]) for s in steps] == [(1, 1), (2, 2), (3, 3)]
     assert all("kl" in s for s in steps)
-    assert os.readlink(run_dir / "checkpoints" / "latest") == "step_000002"
+    assert os.readlink(run_dir / "checkpoints" / "latest") == "step_000003"
 
 
 @pytest.mark.slow
