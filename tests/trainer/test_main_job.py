@@ -106,14 +106,38 @@ def test_a_sharded_run_with_a_kl_term_resumes_on_cells_of_another_size(tmp_path,
     """algo.kl_coef > 0 on 2-rank cells (the sharded elastic run above, two steps), resumed for a third step
     on 1-rank cells: the checkpoint holds whole weights and an optimizer state keyed by parameter name, so it
     loads on any number of ranks."""
-    run_dir = tmp_path / "run"
-    shutil.copytree(sharded_kl_run, run_dir, symlinks=True)  # the resume writes into its own copy
-    resumed = [*scheduler_run("elastic", 1, run_dir, steps=3), KL, "trainer.resume=true"]
-    run_main_job(resumed)
+    run_dir = copy_of(sharded_kl_run, tmp_path)
+    run_main_job([*scheduler_run("elastic", 1, run_dir, steps=3), KL, "trainer.resume=true"])
     steps = metrics(run_dir)
     assert [(s["step"], s["version"]) for s in steps] == [(1, 1), (2, 2), (3, 3)]
     assert all("kl" in s for s in steps)
     assert os.readlink(run_dir / "checkpoints" / "latest") == "step_000003"
+
+
+@pytest.mark.slow
+def test_resume_continues_the_wandb_run_the_timeline_and_the_curves(tmp_path, elastic_run):
+    """The elastic run above (two steps), resumed for a third: one wandb run id, a timeline of both sessions,
+    the curves, and each metric under one name. (A driver killed mid-run and resumed, with no step lost or
+    repeated, is the kill part of ``benchmarks/reliability.py``, checked by its documented command in
+    tests/test_documented_commands.py.)"""
+    assert (elastic_run / "curves.png").stat().st_size > 1000
+    run_id = (elastic_run / "wandb_id").read_text().strip()
+    run_dir = copy_of(elastic_run, tmp_path)
+    run_main_job([*scheduler_run("elastic", 1, run_dir, steps=3), "trainer.resume=true"])
+    assert (run_dir / "wandb_id").read_text().strip() == run_id
+    offline = sorted((run_dir / "wandb").glob("offline-run-*"))
+    assert len(offline) == 2 and all(f"-{run_id}" in folder.name for folder in offline)
+
+    events = [json.loads(line) for line in (run_dir / "timeline.jsonl").read_text().splitlines()]
+    assert {e["session"] for e in events if "cell" in e} == {0, 1}, "the roles before the resume are kept"
+    assert {e["role"] for e in events if e.get("session") == 0 and "cell" in e} >= {"rollout", "train"}
+    assert (run_dir / "timeline.png").stat().st_size > 1000 and (run_dir / "curves.png").stat().st_size > 1000
+
+    rows = metrics(run_dir)
+    assert [row["step"] for row in rows] == [1, 2, 3]
+    for row in rows:  # one name per metric: the namespaced one
+        assert {"train/time_s", "train/weight_sync_s", "train/cells", "tokens/tree", "loss"} <= set(row)
+        assert not {"pg_loss", "train_time_s", "weight_sync_s", "trainer_members", "tree_tokens"} & set(row)
 
 
 @pytest.mark.slow
@@ -160,6 +184,13 @@ def test_the_main_job_on_two_simulated_execution_nodes(tmp_path, elastic_run):
     assert keys(steps) - keys(local) == {"executions/nodes"} and keys(local) <= keys(steps)
     records = list((run_dir / "records").glob("*.jsonl"))
     assert len(records) >= 8  # written by the replicas into the run's records folder, as on one machine
+
+
+def copy_of(run_dir: Path, tmp_path: Path) -> Path:
+    """A copy of a finished run (a module fixture's) for a test to resume: the resume writes into it."""
+    copy = tmp_path / "run"
+    shutil.copytree(run_dir, copy, symlinks=True)
+    return copy
 
 
 def metrics(run_dir: Path) -> list[dict]:
