@@ -108,6 +108,7 @@ class Simulator:
         self.events = 0
         self.decide_calls = 0
         self.step_end: list[float] = []
+        self.phases_at_step_end: list[dict] = []  # the ledger's split by phase at each step's end (cumulative)
         self.train_compute: list[float] = []
         self.train_flops = 0.0
         self.last_sample: tuple[int, int, int] | None = None
@@ -177,7 +178,7 @@ class Simulator:
         # Idle rollout throughput while nothing may be dispatched: the look-ahead bound, not the policy.
         capped = (when > self.now and counts.serving > counts.rollout_busy
                   and self.policy.dispatch_budget(self._observe()) == 0)
-        self.ledger.integrate(when - self.now, counts, capped)
+        self.ledger.integrate(when - self.now, counts, capped, stepping=self.step is not None)
         self.now = when
 
     def _handle_next_instant(self) -> None:
@@ -290,6 +291,7 @@ class Simulator:
         self.version += 1
         self.steps_done += 1
         self.step_end.append(self.now)
+        self.phases_at_step_end.append({"t": self.now, **self.ledger.phase_snapshot()})
         self.step_log[-1]["end"] = self.now
         self.step = None
 
@@ -593,5 +595,5 @@ class Simulator:
             decide_calls=self.decide_calls, total_elapsed_s=self.ledger.elapsed,
             total_cell_s=self.ledger.snapshot(), finishes_per_execution=t.finishes[:n].tolist(),
             timeline={"roles": self.ledger.roles, "samples": self.ledger.samples, "wall": wall},
-            step_records=step_records(self),
+            step_records=step_records(self), phases_at_step_end=self.phases_at_step_end,
         )

@@ -74,6 +74,9 @@ class SimResult:
     finishes_per_execution: list[int] = field(repr=False, default_factory=list)
     timeline: dict[str, Any] = field(repr=False, default_factory=dict)  # roles and samples for the plot
     step_records: list[dict[str, Any]] = field(repr=False, default_factory=list)  # tracking-jsonl rows
+    # at each step's end: {"t", "cell_s": {phase: {category: cell-s}}, "elapsed": {phase: s}}, cumulative
+    # (``gyre.sim.ledger.PHASES``); differences between two give any window's split (``steady_phases``)
+    phases_at_step_end: list[dict[str, Any]] = field(repr=False, default_factory=list)
 
     @property
     def gpus(self) -> int:
@@ -95,6 +98,22 @@ class SimResult:
         reports as step_time for a real run."""
         ends = self.step_end_s
         return (ends[-1] - ends[0]) / (len(ends) - 1) if len(ends) > 1 else self.wall_time_s / max(1, self.steps)
+
+    def steady_phases(self) -> dict[str, Any]:
+        """Where the cell-seconds of the steps after the first went (the first also fills the pipeline), per
+        phase: seconds per step in it (``wait_phase_s``, ``step_phase_s``; together ``period_s``, the mean step
+        time), and each category's share of ``cells x period_s`` spent in it (``wait``, ``step``).
+        Needs two completed steps."""
+        if len(self.phases_at_step_end) < 2:
+            raise ValueError(f"steady_phases needs 2 completed steps, the run has {len(self.phases_at_step_end)}")
+        first, last = self.phases_at_step_end[0], self.phases_at_step_end[-1]
+        steps = len(self.phases_at_step_end) - 1
+        window = last["t"] - first["t"]
+        out: dict[str, Any] = {"steps": steps, "period_s": window / steps}
+        for phase, cells_s in last["cell_s"].items():
+            out[f"{phase}_phase_s"] = (last["elapsed"][phase] - first["elapsed"][phase]) / steps
+            out[phase] = {c: (cells_s[c] - first["cell_s"][phase][c]) / (self.cells * window) for c in CATEGORIES}
+        return out
 
     def fraction(self, *categories: str) -> float:
         total = sum(self.cell_s[c] for c in self.cell_s)
@@ -151,6 +170,7 @@ class SimResult:
         data.pop("timeline")
         data.pop("finishes_per_execution")
         data.pop("step_records")
+        data.pop("phases_at_step_end")
         data.update(self.summary())
         data["gpus"] = self.gpus
         data["breakdown"] = self.breakdown()

@@ -19,6 +19,7 @@ from gyre.scheduler import (
 )
 from gyre.sim.config import load_config
 from gyre.sim.engine import SimulationError, Simulator
+from gyre.sim.ledger import CATEGORIES, PHASES
 from gyre.sim.rollout import ExecutionTable, RolloutPool
 from gyre.sim.run import scheduler_config, simulate
 from gyre.sim.world import World
@@ -84,6 +85,22 @@ def test_conservation(policy, stream_from, small_heavy_tailed):
     # trained rollout work never exceeds what the rollout cells actually did
     assert result.trained_rollout_cell_s + result.wasted_rollout_cell_s == pytest.approx(
         result.cell_s["rollout_busy"], rel=1e-6)
+    _check_phases(result)
+
+
+def _check_phases(result):
+    """The same cell-seconds split by phase (no step running / one running) add up to the whole, by category
+    and in time, and nothing computes outside a step."""
+    at_end = result.phases_at_step_end[-1]
+    assert at_end["t"] == result.wall_time_s and len(result.phases_at_step_end) == result.steps
+    for category, total in result.cell_s.items():
+        assert sum(at_end["cell_s"][phase][category] for phase in PHASES) == pytest.approx(total, rel=1e-9, abs=1e-6)
+    assert sum(at_end["elapsed"].values()) == pytest.approx(result.wall_time_s, rel=1e-9)
+    assert at_end["cell_s"]["wait"]["train_compute"] == 0.0 < at_end["cell_s"]["step"]["train_compute"]
+    steady = result.steady_phases()
+    assert steady["period_s"] == pytest.approx(result.steady_step_s, rel=1e-9)
+    assert steady["wait_phase_s"] + steady["step_phase_s"] == pytest.approx(steady["period_s"], rel=1e-9)
+    assert sum(steady[phase][c] for phase in PHASES for c in CATEGORIES) == pytest.approx(1.0, rel=1e-9)
 
 
 def _pool(overrides=()):

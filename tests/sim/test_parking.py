@@ -6,15 +6,17 @@ import json
 
 import numpy as np
 import pytest
-from test_engine import CLOSED_FORM, _run
+from test_engine import CLOSED_FORM, _check_phases, _run
 
 from gyre.protocol import CallRecord
 from gyre.proxy.record_format import encode_record
 from gyre.scheduler.parking import ParkRule
 from gyre.sim.config import ConfigError, load_config
+from gyre.sim.engine import Simulator
 from gyre.sim.gaps import read_gaps, session_gaps, write_gaps
 from gyre.sim.rates import prefill_s_per_token, restore_s_per_token
 from gyre.sim.rollout import ExecutionTable, RolloutPool
+from gyre.sim.run import scheduler_config
 from gyre.sim.workload import Parking, PerCall, WorkloadStream
 from gyre.sim.world import World
 
@@ -134,6 +136,28 @@ def test_conservation_with_parking(policy, small_heavy_tailed):
     assert ((t.finish_t[:n] - t.dispatch_t[:n]) >= shortest * (1 - 1e-9)).all()
     assert 0 < result.trained_restore_s and result.trained_parked_tool_s <= result.trained_tool_s
     assert result.vs_ideal <= 1.0
+    _check_phases(result)
+
+
+def test_elastic_trains_on_the_cells_parking_frees_during_a_step():
+    """With parking a rollout cell serves more sessions (capacity / slot_share), so while a step runs elastic
+    needs fewer cells for the running executions and trains on more: the step's phase gets shorter. The wait
+    for the next batch, bound by how long its executions take under the look-ahead, does not."""
+    phases = {}
+    for parked in (False, True):
+        root = load_config("deepswe_122b", ["sim.cells=16", "scheduler.batch_size=512", "sim.steps=5",
+                                            *(PARK if parked else [])])
+        world = World(root)
+        phases[parked] = Simulator(world, scheduler_config(root, "elastic", world)).run().steady_phases()
+
+    def cells_training(p):  # mean cells in training while a step runs
+        share = sum(p["step"][c] for c in ("train_compute", "train_overhead", "train_idle"))  # of cells x period
+        return share * 16 * p["period_s"] / p["step_phase_s"]
+
+    assert cells_training(phases[True]) > 1.1 * cells_training(phases[False])
+    assert phases[True]["step_phase_s"] < 0.95 * phases[False]["step_phase_s"]
+    # the wait does not shrink: most of the cycle waits for the batch's executions, which parking does not speed
+    assert phases[True]["wait_phase_s"] >= phases[False]["wait_phase_s"] > 0.5 * phases[False]["period_s"]
 
 
 def test_parking_keys_are_checked_by_name():
