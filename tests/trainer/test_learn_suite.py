@@ -120,3 +120,21 @@ def test_the_short_context_phase_cuts_each_conversations_shared_prompt(demonstra
     full = build_tree(examples[0].calls, examples[0].execution_id)
     assert np.isin(tree.ids[tree.is_policy], full.ids[full.is_policy]).all()
     assert int(tree.is_policy.sum()) == int(full.is_policy.sum())  # every trained token is still trained
+
+
+def test_the_copy_probe_reads_every_write_context_the_harness_records(demonstrated, tmp_path):
+    """recipes/learn/copy_probe.py on the demonstrations' records (the real harness's prompts through the proxy):
+    every execution's instruction and summary are found, and each word is scored once per execution."""
+    spec = importlib.util.spec_from_file_location("copy_probe", ROOT / "recipes" / "learn" / "copy_probe.py")
+    copy_probe = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(copy_probe)
+    run = Path(demonstrated.records).parent
+    whole = copy_probe.probe("tiny", run)
+    assert set(whole) == set(copy_probe.POSITIONS)
+    assert all(row["tokens"] == len(demonstrated.executions) for row in whole.values()), whole
+    assert all(0 <= row["argmax_right"] <= 1 and 0 < row["geometric_mean_p"] < 1 for row in whole.values())
+    short = copy_probe.probe("tiny", run, short=True)  # the same words behind a cut prompt: other figures
+    assert whole != short and all(row["tokens"] == len(demonstrated.executions) for row in short.values())
+    (tmp_path / "records").mkdir()
+    with pytest.raises(SystemExit, match="no recorded search execution"):
+        copy_probe.probe("tiny", tmp_path)
