@@ -78,6 +78,9 @@ class ProxyConfig:
     fsync_before_response: bool = False
     fsync_interval_s: float = 0.05
     log_level: str = "warning"
+    # Idle seconds a client's kept-alive connection stays open. Longer than clients keep theirs (httpx 5 s, Node
+    # 4-5 s): when the server closes first, a pooled request sent at that instant dies with a connection reset.
+    keep_alive_s: float = 75.0
     parking: ParkingConfig = field(default_factory=ParkingConfig)
 
     def __post_init__(self) -> None:
@@ -100,6 +103,7 @@ class ProxyConfig:
             "default_temperature": self.default_temperature >= 0,
             "history_calls": self.history_calls >= 1,
             "stream_chunk_chars": self.stream_chunk_chars >= 1,
+            "keep_alive_s": self.keep_alive_s > 0,
         }
         bad = [name for name, ok in checks.items() if not ok]
         if bad:

@@ -81,6 +81,7 @@ class ProxyServer:
                 lifespan="off",
                 loop="asyncio",
                 timeout_graceful_shutdown=2,
+                timeout_keep_alive=config.keep_alive_s,  # (why: ProxyConfig.keep_alive_s)
                 backlog=4096,
                 proxy_headers=False,  # loopback clients; skip the forwarded-header middleware
                 server_header=False,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import http.client
 import json
 import random
 import time
@@ -267,3 +268,22 @@ def proxy_conversation(text: str):
     from gyre.chat import Conversation, Message
 
     return Conversation((Message("user", text),))
+
+
+@pytest.mark.slow
+def test_a_kept_alive_connection_outlives_a_pooled_clients_idle_expiry(server) -> None:
+    """A client's pool keeps an idle connection ~5 s (httpx) and then may reuse it: the proxy must not be the
+    side that closes first (uvicorn's own default is 5 s, and a request sent as it closes dies with a reset:
+    a fuzz run under load lost one that way). The same socket serves a request after 6 idle seconds."""
+    connection = http.client.HTTPConnection(server.host, server.port, timeout=10)
+    try:
+        connection.request("GET", "/health")
+        assert connection.getresponse().read() and connection.sock is not None
+        first = connection.sock
+        time.sleep(6)
+        connection.request("GET", "/health")  # http.client never reconnects an open socket: a close would raise
+        response = connection.getresponse()
+        assert response.status == 200 and response.read()
+        assert connection.sock is first
+    finally:
+        connection.close()
