@@ -29,28 +29,20 @@ from sim_grid import BASE, PARKING, SCENARIOS, Scenario
 
 from gyre.sim.compare import best_async, run_policy
 from gyre.sim.config import load_config
-from gyre.sim.ledger import CATEGORIES
+from gyre.sim.ledger import CATEGORIES, TRAINING
 from gyre.sim.result import SimResult
 from gyre.sim.world import World
 
-TRAINING = ("train_compute", "train_overhead", "train_idle")
 FREE_TRAINING = 1e6  # training FLOP/s multiplier of the ceiling run
-
-
-def tokens_per_h(result: SimResult) -> float:
-    return result.trained_policy_tokens / result.wall_time_s * 3600
 
 
 def policy_row(result: SimResult) -> dict[str, Any]:
     """The steady steps' split of one run, flat."""
     phases = result.steady_phases()
     row: dict[str, Any] = {"step_s": phases["period_s"], "wait_s": phases["wait_phase_s"],
-                           "step_phase_s": phases["step_phase_s"], "tokens_per_h": tokens_per_h(result),
-                           "vs_ideal": result.vs_ideal, "rollout_cells": result.rollout_cells}
-    step_phase = row["step_phase_s"]
-    trained_share = sum(phases["step"][c] for c in TRAINING)
-    # shares are of cells x period: back to cells over the step phase alone
-    row["cells_training_in_step"] = trained_share * result.cells * phases["period_s"] / step_phase if step_phase else 0.0
+                           "step_phase_s": phases["step_phase_s"], "cells_training_in_step": phases["cells_training_in_step"],
+                           "tokens_per_h": result.policy_tokens_per_h, "vs_ideal": result.vs_ideal,
+                           "rollout_cells": result.rollout_cells}
     for phase in ("wait", "step"):
         for category in CATEGORIES:
             row[f"{phase}.{category}"] = phases[phase][category]
@@ -76,9 +68,9 @@ def run_scenario(name: str, mode: str, split: int | None, ceiling: bool) -> dict
                            "elastic_vs_async_tokens": rows["elastic"]["tokens_per_h"] / rows["async"]["tokens_per_h"]}
     if ceiling:
         free = free_training(scenario, mode, world.train.cell_flops / root.sim.gpus_per_cell / 1e12)
-        out["elastic_free_training_tokens_per_h"] = tokens_per_h(free)
+        out["elastic_free_training_tokens_per_h"] = free.policy_tokens_per_h
         out["elastic_free_training_step_s"] = free.steady_step_s
-        out["elastic_free_training_vs_async_best"] = tokens_per_h(free) / rows["async"]["tokens_per_h"]
+        out["elastic_free_training_vs_async_best"] = free.policy_tokens_per_h / rows["async"]["tokens_per_h"]
     return out
 
 

@@ -98,7 +98,7 @@ class Comparison:
             "async_rollout_idle": a.rollout_idle, "async_train_idle": a.train_idle,
             # trained policy tokens per hour: a unit that does not depend on the world's work model, so runs
             # with and without parking compare on it
-            **{f"{name}_tokens_per_h": r.trained_policy_tokens / r.wall_time_s * 3600 for name, r in self.results.items()},
+            **{f"{name}_tokens_per_h": r.policy_tokens_per_h for name, r in self.results.items()},
             "slot_share": e.slot_share, "sessions_per_cell": e.capacity_per_cell, "slots_per_cell": e.slots_per_cell,
             "elastic_parked_tool_share": e.trained_parked_tool_s / e.trained_tool_s if e.trained_tool_s else 0.0,
             "host_s": sum(r.sim_seconds for r in [c, e, *self.async_tried.values()]),

@@ -25,6 +25,7 @@ CATEGORIES = (
     "switching",  # cells between roles
     "other",  # cells in IDLE/DEAD
 )
+TRAINING = ("train_compute", "train_overhead", "train_idle")  # the categories of cells in the training role
 PHASES = ("wait", "step")  # no training step running / one running (compute or its optimizer and sync tail)
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from gyre.sim.ledger import CATEGORIES
+from gyre.sim.ledger import CATEGORIES, TRAINING
 
 
 @dataclass
@@ -99,11 +99,16 @@ class SimResult:
         ends = self.step_end_s
         return (ends[-1] - ends[0]) / (len(ends) - 1) if len(ends) > 1 else self.wall_time_s / max(1, self.steps)
 
+    @property
+    def policy_tokens_per_h(self) -> float:
+        """Trained policy tokens per hour of the whole run."""
+        return self.trained_policy_tokens / self.wall_time_s * 3600
+
     def steady_phases(self) -> dict[str, Any]:
         """Where the cell-seconds of the steps after the first went (the first also fills the pipeline), per
         phase: seconds per step in it (``wait_phase_s``, ``step_phase_s``; together ``period_s``, the mean step
-        time), and each category's share of ``cells x period_s`` spent in it (``wait``, ``step``).
-        Needs two completed steps."""
+        time), each category's share of ``cells x period_s`` spent in it (``wait``, ``step``), and the mean
+        number of cells in training while a step runs (``cells_training_in_step``). Needs two completed steps."""
         if len(self.phases_at_step_end) < 2:
             raise ValueError(f"steady_phases needs 2 completed steps, the run has {len(self.phases_at_step_end)}")
         first, last = self.phases_at_step_end[0], self.phases_at_step_end[-1]
@@ -113,6 +118,8 @@ class SimResult:
         for phase, cells_s in last["cell_s"].items():
             out[f"{phase}_phase_s"] = (last["elapsed"][phase] - first["elapsed"][phase]) / steps
             out[phase] = {c: (cells_s[c] - first["cell_s"][phase][c]) / (self.cells * window) for c in CATEGORIES}
+        training = sum(out["step"][c] for c in TRAINING) * self.cells * window / steps  # cell-seconds per step
+        out["cells_training_in_step"] = training / out["step_phase_s"] if out["step_phase_s"] else 0.0
         return out
 
     def fraction(self, *categories: str) -> float:

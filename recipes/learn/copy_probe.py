@@ -47,9 +47,9 @@ def write_contexts(run: Path, tokenizer) -> list[tuple[str, tuple[str, ...]]]:
 def probe(checkpoint: str, run: Path, short: bool = False) -> dict[str, dict[str, float]]:
     import torch
 
-    from gyre.models import load_model, load_tokenizer
+    from gyre.models import load_model_and_tokenizer
 
-    tokenizer, model = load_tokenizer(checkpoint), load_model(checkpoint)
+    model, tokenizer = load_model_and_tokenizer(checkpoint)
     model.eval()
     contexts = write_contexts(run, tokenizer)
     if not contexts:

@@ -101,6 +101,7 @@ def _check_phases(result):
     assert steady["period_s"] == pytest.approx(result.steady_step_s, rel=1e-9)
     assert steady["wait_phase_s"] + steady["step_phase_s"] == pytest.approx(steady["period_s"], rel=1e-9)
     assert sum(steady[phase][c] for phase in PHASES for c in CATEGORIES) == pytest.approx(1.0, rel=1e-9)
+    assert 0 < steady["cells_training_in_step"] <= result.cells * (1 + 1e-9)
 
 
 def _pool(overrides=()):

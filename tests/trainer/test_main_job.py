@@ -71,7 +71,7 @@ def test_main_job_runs_under_each_scheduler(tmp_path, request, scheduler, ranks)
     else:
         run_dir = tmp_path / "run"
         run_main_job(scheduler_run(scheduler, ranks, run_dir))
-    steps = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    steps = metrics(run_dir)
     assert [s["step"] for s in steps] == [1, 2]
     assert all(s["scheduler"]["name"] == scheduler and s["version"] == s["step"] for s in steps)
     assert all(s["executions/trained"] >= 4 and s["tokens/tree"] > 0 for s in steps)
@@ -153,7 +153,7 @@ def test_steps_that_stream_in_their_batch_train_it_whole(tmp_path):
     done = subprocess.run([sys.executable, "-m", "gyre.main", *overrides], capture_output=True, text=True,
                           timeout=600, env={**os.environ, "RAY_AUTH_MODE": "disabled"})
     assert done.returncode == 0, done.stderr[-3000:]
-    steps = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    steps = metrics(run_dir)
     assert [s["step"] for s in steps] == [1, 2, 3]
     shape = [{k: v for k, v in s.items() if k.startswith("executions/") or k in ("step", "version")} for s in steps]
     assert all(s["executions/trained"] + s["executions/no_calls"] >= 8 for s in steps), shape  # the whole batch
