@@ -21,12 +21,12 @@ def main(cfg: DictConfig) -> None:
     from gyre.trainer.warm_start import supervised_run
 
     data = to_plain(cfg.data)
-    unknown = sorted(set(data) - {"records", "transcripts", "demonstrations"})
-    if unknown:
-        raise ValueError(f"data: unknown key(s) {unknown}; known: demonstrations, records, transcripts")
+    known = {"records", "transcripts", "demonstrations", "also_demonstrate"}
+    if unknown := sorted(set(data) - known):
+        raise ValueError(f"data: unknown key(s) {unknown}; known: {', '.join(sorted(known))}")
     final = supervised_run(cfg, cfg.sft, Path(cfg.run_dir).resolve(), records=data["records"] or [],
                            transcripts=data["transcripts"] or [], demonstrations=int(data["demonstrations"]),
-                           tracking=cfg.tracking)
+                           also_demonstrate=data.get("also_demonstrate") or [], tracking=cfg.tracking)
     print(f"checkpoint: {final}  (use it as model.path=...)", flush=True)
 
 

@@ -71,14 +71,14 @@ class Workspace:
     def path(self, name: str) -> Path:
         return self.root / name
 
-    def learn_suite(self) -> tuple[Path, Path]:
-        """One training and one dev task of the learn suite (its branching family)."""
+    def learn_suite(self) -> tuple[Path, Path, Path]:
+        """One training and one dev task of the learn suite (its branching family), and one copying drill."""
         suite = self.root / "learn_suite"
         if not suite.exists():
-            for split in ("train", "dev"):
-                source = sorted((ROOT / "recipes/learn/tasks" / split).glob(f"{split}-search-*"))[0]
+            for split, prefix in (("train", "train-search-"), ("dev", "dev-search-"), ("drills", "drill-write2-")):
+                source = sorted((ROOT / "recipes/learn/tasks" / split).glob(f"{prefix}*"))[0]
                 shutil.copytree(source, suite / split / source.name)
-        return suite / "train", suite / "dev"
+        return suite / "train", suite / "dev", suite / "drills"
 
     def produced(self, key: str) -> Path:
         if key not in self.outputs:
@@ -109,7 +109,7 @@ def replaced_flag(command: str | list[str], flag: str, values: list[str]) -> lis
 
 
 def learn_overrides(ws: Workspace) -> list[str]:
-    train, dev = ws.learn_suite()
+    train, dev, _ = ws.learn_suite()
     return [f"env.path={train}", *learn_run_overrides(ws), f"env.val_path={dev}", "trainer.val_every=1"]
 
 
@@ -122,7 +122,8 @@ SHORT_REPLIES = "proxy.max_tokens_cap=64"
 def learn_run_overrides(ws: Workspace) -> list[str]:
     """The learn recipe at its smallest (a tiny warm start, two cells, batches of four, short replies), the split
     left to the caller."""
-    return ["warm_start.demonstrations=1", "warm_start.sft.steps=2", "warm_start.sft.short_context_steps=1",
+    return ["warm_start.demonstrations=1", f"warm_start.also_demonstrate=[{ws.learn_suite()[2]}]",
+            "warm_start.sft.steps=2", "warm_start.sft.short_context_steps=1",
             "warm_start.sft.batch_executions=3", "warm_start.sft.warmup_steps=1", "warm_start.sft.save_every=2",
             "trainer.val_samples=2", "cluster.cells=2", "scheduler.batch_size=4", "trainer.group_size=2",
             SHORT_REPLIES, "harness.progress=false", "tracking.backends=[jsonl]"]
@@ -130,7 +131,7 @@ def learn_run_overrides(ws: Workspace) -> list[str]:
 
 def learning_benchmark(command: str, ws: Workspace) -> Invocation:
     """benchmarks/learning.py on the one-task suite: one RL step, its dev task as the sealed split."""
-    train, dev = ws.learn_suite()
+    train, dev, _ = ws.learn_suite()
     words = replaced_flag(replaced_flag(command, "--seeds", ["0"]), "--out", [str(ws.path("learning.json"))])
     return Invocation([PYTHON, *words[1:], "--steps", "1", "--cache", os.environ.get("GYRE_CACHE", str(ws.path("cache"))),
                        "--work", str(ws.path("learning")), "--min-executions", "1", "--test", str(dev),
@@ -216,7 +217,7 @@ SMALLEST: dict[str, Callable[[str, Workspace], Invocation]] = {
         "--gate-head-timeout", "2", "--cell-runs", "1"), own_ray=True),
     "bash examples/learning_on_cpu/run.sh": lambda c, ws: Invocation(
         [*shlex.split(c), str(ws.path("example_learning"))],
-        env={"SFT_STEPS": "2", "TRAIN": str(ws.learn_suite()[0]), "DEV": str(ws.learn_suite()[1]),
+        env={"SFT_STEPS": "2", "TRAIN": str(ws.learn_suite()[0]), "DEV": str(ws.learn_suite()[1]), "DRILLS": str(ws.learn_suite()[2]),
              "RL_ARGS": "trainer.total_steps=1 trainer.val_every=0 cluster.cells=2 scheduler.batch_size=4 "
                         f"trainer.group_size=2 tracking.backends=[jsonl] harness.progress=false {SHORT_REPLIES}",
              "EVAL_ARGS": SHORT_REPLIES}),
@@ -383,7 +384,12 @@ def check_learn(ws: Workspace, output: str) -> None:
     assert (run / "val_curve.png").stat().st_size > 1000
     warm = json.loads((run / "warm_start.json").read_text())
     assert (Path(warm["checkpoint"]) / "config.json").is_file()
-    assert (run / "sft_loss.png").is_file() and json.loads((run / "demonstrations.json").read_text())["executions"] == 1
+    # one demonstration of the training task and one of the copying drill (warm_start.also_demonstrate)
+    demonstrated = json.loads((run / "demonstrations.json").read_text())
+    assert (run / "sft_loss.png").is_file() and demonstrated["executions"] == 2
+    assert sorted(name.rsplit("-", 1)[0] for name in demonstrated["behaviours"]) == [
+        f"demo-{task.name}" for task in sorted(ws.learn_suite()[2].iterdir())] + [
+        f"demo-{task.name}" for task in sorted(ws.learn_suite()[0].iterdir())]
 
 
 def check_learning_benchmark(ws: Workspace, output: str) -> None:

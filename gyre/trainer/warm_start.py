@@ -33,19 +33,28 @@ log = logging.getLogger(__name__)
 WARM_START_VERSION = 2
 
 
-def record_suite_demonstrations(cfg: Any, model_path: str, per_task: int, run_dir: Path) -> DemonstrationSet:
-    """Record ``per_task`` demonstrations of every task of ``cfg.env`` with ``cfg.harness``; read them back."""
+def record_suite_demonstrations(cfg: Any, model_path: str, per_task: int, run_dir: Path,
+                                also: list[str] = ()) -> DemonstrationSet:
+    """Record ``per_task`` demonstrations of every task of ``cfg.env`` and of the task folders ``also`` (same
+    domain and loader) with ``cfg.harness``; read them back."""
+    from dataclasses import replace
+
     from gyre.envs.config import EnvConfig
     from gyre.harness.config import HarnessConfig
     from gyre.harness.demonstrations import record_demonstrations
 
     env = EnvConfig.from_config(cfg.env)
-    loaded = env.load()  # the loader warns about each broken task it skips
-    if not loaded.tasks:
-        raise ValueError(f"env.path={env.path!r} ({env.resolved_path()}) holds no loadable {env.domain} task to demonstrate")
+    tasks = []
+    for folder in (env, *(replace(env, path=str(path)) for path in also)):
+        loaded = folder.load()  # the loader warns about each broken task it skips
+        if not loaded.tasks:
+            raise ValueError(f"{folder.path!r} ({folder.resolved_path()}) holds no loadable {env.domain} task to demonstrate")
+        tasks += loaded.tasks
+    if len({task.id for task in tasks}) < len(tasks):
+        raise ValueError(f"the task folders to demonstrate ({env.path!r}, {list(also)}) share task ids")
     harness = HarnessConfig.from_mapping(to_plain(cfg.harness))
     run = asyncio.run(record_demonstrations(
-        loaded.tasks, model_path=model_path, harness_config=harness, sandbox=env.sandbox, run_dir=run_dir,
+        tasks, model_path=model_path, harness_config=harness, sandbox=env.sandbox, run_dir=run_dir,
         samples_per_task=per_task, seed=int(cfg.seed), eval_retries=env.eval_retries,
     ))
     log.info("recorded %d demonstrations (mean reward %.3f) into %s", len(run.executions), run.mean_reward, run.records)
@@ -57,8 +66,9 @@ def record_suite_demonstrations(cfg: Any, model_path: str, per_task: int, run_di
 
 
 def supervised_run(cfg: Any, sft_section: Any, run_dir: Path, *, records: list[str] = (), transcripts: list[str] = (),
-                   demonstrations: int = 0, tracking: Any = None) -> Path:
-    """Train ``cfg.model.path`` on the given demonstrations; returns the final HF checkpoint folder."""
+                   demonstrations: int = 0, also_demonstrate: list[str] = (), tracking: Any = None) -> Path:
+    """Train ``cfg.model.path`` on the given demonstrations (``demonstrations`` per task of ``cfg.env.path`` and
+    of the folders ``also_demonstrate``); returns the final HF checkpoint folder."""
     from gyre.models import load_tokenizer
     from gyre.chat import ChatTemplate
     from gyre.tracking import Tracker
@@ -72,7 +82,10 @@ def supervised_run(cfg: Any, sft_section: Any, run_dir: Path, *, records: list[s
     if transcripts:
         data.extend(load_transcripts(list(transcripts), ChatTemplate(load_tokenizer(model_path))))
     if demonstrations:
-        data.extend(record_suite_demonstrations(cfg, model_path, demonstrations, run_dir / "demonstrations"))
+        data.extend(record_suite_demonstrations(cfg, model_path, demonstrations, run_dir / "demonstrations",
+                                                also=also_demonstrate))
+    elif also_demonstrate:
+        raise ValueError(f"tasks to demonstrate too ({list(also_demonstrate)}) but 0 demonstrations per task")
     report_skipped(data)
     log.info("supervised training data: %s", data.summary())
     if not data.examples:
@@ -109,10 +122,12 @@ def warm_start_key(cfg: Any) -> str:
 
     env = EnvConfig.from_config(cfg.env)
     model = resolve_model_path(str(cfg.model.path))
+    also = [project_path(path) for path in cfg.warm_start.get("also_demonstrate") or []]
     payload = {
         "version": WARM_START_VERSION,
         "model": str(model), "model_config": (model / "config.json").read_text(), "dtype": str(cfg.model.dtype),
-        "suite": _files_digest(env.resolved_path()), "domain": env.domain, "loader": env.loader,
+        "suite": _files_digest(env.resolved_path()), "also": [_files_digest(path) for path in also],
+        "domain": env.domain, "loader": env.loader,
         "harness": demonstration_harness(cfg), "warm_start": to_plain(cfg.warm_start), "seed": int(cfg.seed),
     }
     rename_file = cfg.warm_start.sft.get("rename_file")
@@ -136,7 +151,8 @@ def warm_start(cfg: Any, run_dir: Path) -> str:
             log.info("warm start: demonstrations + supervised training into %s", folder)
             shutil.rmtree(folder, ignore_errors=True)
             started = time.perf_counter()
-            checkpoint = supervised_run(cfg, section.sft, folder, demonstrations=int(section.demonstrations))
+            checkpoint = supervised_run(cfg, section.sft, folder, demonstrations=int(section.demonstrations),
+                                        also_demonstrate=list(section.get("also_demonstrate") or []))
             built_s = time.perf_counter() - started
             (folder / "done.json").write_text(json.dumps({"checkpoint": str(checkpoint), "built_s": built_s}))
         else:

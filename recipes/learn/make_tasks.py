@@ -1,7 +1,8 @@
 """Generate the built-in `learn` suite: tasks a CPU model can learn, in three splits (train / dev / test).
 
     python recipes/learn/make_tasks.py [--out recipes/learn/tasks] [--train 288] [--dev 48] [--test 48]
-                                       [--families search] [--words 45] [--seed 0]
+                                       [--families search] [--drills 288] [--drill-families write,write2]
+                                       [--words 45] [--seed 0]
 
 Every task is an NL2RepoBench task folder (start.md, test_case_count.txt, test_commands.json,
 test_files.json, hidden/, reference/, plus Gyre's optional workspace/ of starting files), scored by two
@@ -36,6 +37,14 @@ without writing the file with probability 0.25. In the other families it picks t
 probability 0.35, stops after the first of two files with probability 0.3, and copies into the source path
 instead of the new one with probability 0.35.
 
+``drills/`` (training only, never validated) holds ``--drills`` tasks of the copying families (``write``,
+``write2``) with their demonstrations: the recipe's warm start demonstrates them beside the training split
+(``warm_start.also_demonstrate``). Why: in a ``search`` demonstration the names the model must copy are ~3%
+of its trained tokens, and a warm start on those alone learned the conversation's shape and copied nothing
+(every greedy dev execution wrote one constant file); with the drills mixed in, copying the instructed name
+appears in the short-context phase and survives the whole prompts (recipes/learn/README.md). Their strings
+avoid every dev and test string (they may repeat training ones: renaming replaces them at every step anyway).
+
 ``rename.json`` lists the words the warm start may rename in its demonstrations (``sft.rename_file``,
 `gyre.trainer.renaming`: fresh names at every supervised step, so that the model learns to copy names
 rather than fit the training tasks' ones) and every dev and test string, which renaming must never produce.
@@ -66,6 +75,7 @@ WORDS = (
 RENAME_FILE = "rename.json"
 SPLITS = ("train", "dev", "test")
 HELD_OUT = ("dev", "test")
+DRILLS = "drills"  # training-only copying tasks the warm start demonstrates (never validated)
 
 # The search family (the recipe's). CONTEXT_CHARS must equal harness.reference.context_chars of
 # conf/recipe/learn.yaml (tested): the demonstrator's conversation passes it once, after the six reports.
@@ -295,15 +305,17 @@ class Strings:
     """Word pairs for paths and values, each used once in the whole suite: no string repeats across tasks or
     splits. Held-out splits are made first."""
 
-    def __init__(self, words: list[str], rng: random.Random) -> None:
+    def __init__(self, words: list[str], rng: random.Random, avoid: set[tuple[str, str]] = frozenset()) -> None:
         self.words = words
-        self.pairs = [(a, b) for a, b in itertools.permutations(words, 2)]
+        self.pairs = [(a, b) for a, b in itertools.permutations(words, 2) if (a, b) not in avoid]
+        self.used: list[tuple[str, str]] = []
         rng.shuffle(self.pairs)
 
     def _pair(self) -> tuple[str, str]:
         if not self.pairs:
             raise SystemExit(f"{len(self.words)} words give too few distinct pairs for this many tasks (--words)")
-        return self.pairs.pop()
+        self.used.append(self.pairs.pop())
+        return self.used[-1]
 
     def path(self) -> str:
         a, b = self._pair()
@@ -355,23 +367,36 @@ def write_task(root: Path, task: Task, with_demonstrations: bool) -> None:
         (folder / "demonstrations.jsonl").write_text("\n".join(lines) + "\n")
 
 
-def generate(out: Path, counts: dict[str, int], families: tuple[str, ...], words: int, seed: int) -> dict[str, list[Task]]:
-    """Write the suite under ``out`` (train/, dev/, test/, rename.json); returns the tasks by split."""
+def check_families(flag: str, families: tuple[str, ...]) -> None:
     unknown = sorted(set(families) - set(FAMILIES))
     if unknown or not families:
-        raise SystemExit(f"--families: unknown {unknown or 'none given'}; the families are {list(FAMILIES)}")
+        raise SystemExit(f"{flag}: unknown {unknown or 'none given'}; the families are {list(FAMILIES)}")
+
+
+def generate(out: Path, counts: dict[str, int], families: tuple[str, ...], words: int, seed: int,
+             drills: int = 0, drill_families: tuple[str, ...] = ("write", "write2")) -> dict[str, list[Task]]:
+    """Write the suite under ``out`` (train/, dev/, test/, drills/ when ``drills``, rename.json); returns the
+    tasks by split."""
+    check_families("--families", families)
+    if drills:
+        check_families("--drill-families", drill_families)
     fixed = fixed_token_words(WORDS)
     usable = [word for word in WORDS if word not in fixed]
     if not 2 <= words <= len(usable):
         raise SystemExit(f"--words must be between 2 and {len(usable)} (words no fixed text holds)")
     rng = random.Random(seed)
     strings = Strings(usable[:words], rng)
-    tasks = {split: make_tasks(split, counts[split], families, strings, rng) for split in ("test", "dev", "train")}
-    for split in (*SPLITS, "heldout"):  # heldout: the two-split layout this suite had before
+    tasks = {split: make_tasks(split, counts[split], families, strings, rng) for split in HELD_OUT[::-1]}
+    held_out_pairs = set(strings.used)
+    tasks["train"] = make_tasks("train", counts["train"], families, strings, rng)
+    if drills:  # their own pairs and generator, so the splits above are the same with or without them
+        drill_strings = Strings(usable[:words], random.Random(f"{seed}-{DRILLS}"), avoid=held_out_pairs)
+        tasks[DRILLS] = make_tasks("drill", drills, drill_families, drill_strings, random.Random(f"{seed}-{DRILLS}"))
+    for split in (*SPLITS, DRILLS, "heldout"):  # heldout: the two-split layout this suite had before
         shutil.rmtree(out / split, ignore_errors=True)
-    for split in SPLITS:
-        for task in tasks[split]:
-            write_task(out / split, task, with_demonstrations=split == "train")
+    for split, split_tasks in tasks.items():
+        for task in split_tasks:
+            write_task(out / split, task, with_demonstrations=split not in HELD_OUT)
     held_out = sorted({name for split in HELD_OUT for task in tasks[split] for name in task.names})
     (out / RENAME_FILE).write_text(json.dumps({"words": usable[:words], "exclude": held_out}, indent=0) + "\n")
     return tasks
@@ -384,12 +409,17 @@ def main() -> None:
     parser.add_argument("--dev", type=int, default=48, help="dev tasks (for tuning)")
     parser.add_argument("--test", type=int, default=48, help="test tasks (sealed: only the benchmark's final figures)")
     parser.add_argument("--families", default="search", help=f"comma-separated, of {','.join(FAMILIES)}")
+    parser.add_argument("--drills", type=int, default=288, help="training-only copying tasks for the warm start (0: none)")
+    parser.add_argument("--drill-families", default="write,write2", help="comma-separated families of the drills")
     parser.add_argument("--words", type=int, default=45, help="how many words names are made of")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
-    families = tuple(name.strip() for name in args.families.split(",") if name.strip())
-    tasks = generate(args.out, {"train": args.train, "dev": args.dev, "test": args.test}, families, args.words, args.seed)
-    print("wrote " + ", ".join(f"{len(tasks[split])} {split}" for split in SPLITS) + f" tasks under {args.out}")
+    def names(flag: str) -> tuple[str, ...]:
+        return tuple(name.strip() for name in flag.split(",") if name.strip())
+
+    tasks = generate(args.out, {"train": args.train, "dev": args.dev, "test": args.test}, names(args.families),
+                     args.words, args.seed, drills=args.drills, drill_families=names(args.drill_families))
+    print("wrote " + ", ".join(f"{len(found)} {split}" for split, found in tasks.items()) + f" tasks under {args.out}")
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """The learn suite's branching family (``search``): its splits share no name or value and regenerate byte for
 byte, and its demonstrator, run through the real proxy with the recipe's harness settings, makes the
-intended tree (six sub-agents, a summary, the conversation after it); the warm start's short-context phase
-cuts each kind of conversation's shared prompt."""
+intended tree (six sub-agents, a summary, the conversation after it); the warm start demonstrates the copying
+drills beside it, and its short-context phase cuts each kind of conversation's shared prompt."""
 
 from __future__ import annotations
 
@@ -16,12 +16,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
+from omegaconf import OmegaConf
 
 from gyre.envs import Sandbox, load_tasks
 from gyre.harness.config import HarnessConfig
 from gyre.harness.demonstrations import record_demonstrations
 from gyre.trainer.sft import shared_prompts, short_context
 from gyre.trainer.sft_data import load_records
+from gyre.trainer.warm_start import record_suite_demonstrations
 from gyre.trajectory import build_tree, pack_trees
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -57,12 +59,20 @@ def same_tree(a: Path, b: Path) -> bool:
 
 def test_the_committed_suite_regenerates_byte_for_byte_and_its_splits_share_no_string(tmp_path):
     make_tasks = make_tasks_module()
-    make_tasks.generate(tmp_path / "tasks", {"train": 288, "dev": 48, "test": 48}, ("search",), 45, 0)
+    make_tasks.generate(tmp_path / "tasks", {"train": 288, "dev": 48, "test": 48}, ("search",), 45, 0, drills=288)
     assert same_tree(tmp_path / "tasks", SUITE), "recipes/learn/tasks differs from what make_tasks.py writes"
-    strings = {split: strings_of(SUITE / split) for split in ("train", "dev", "test")}
+    strings = {split: strings_of(SUITE / split) for split in ("train", "dev", "test", "drills")}
     assert min(len(found) for found in strings.values()) >= 3 * 48  # the output path, the current and the outdated value
-    for first, second in (("train", "dev"), ("train", "test"), ("dev", "test")):
+    for first, second in (("train", "dev"), ("train", "test"), ("dev", "test"), ("drills", "dev"), ("drills", "test")):
         assert not strings[first] & strings[second], (first, second, sorted(strings[first] & strings[second])[:5])
+    # the drills are the copying families, demonstrated (training only), half of them with two files
+    drills = sorted((SUITE / "drills").iterdir())
+    assert Counter(task.name.split("-")[1] for task in drills) == {"write": 144, "write2": 144}
+    assert all((task / "demonstrations.jsonl").is_file() for task in drills)
+    # the splits do not depend on whether drills are made
+    make_tasks.generate(tmp_path / "plain", {"train": 288, "dev": 48, "test": 48}, ("search",), 45, 0)
+    assert not (tmp_path / "plain" / "drills").exists()
+    assert all(same_tree(tmp_path / "plain" / split, SUITE / split) for split in ("train", "dev", "test"))
     # the harness summarises where the demonstrator's script does
     assert RECIPE["harness"]["reference"]["context_chars"] == make_tasks.CONTEXT_CHARS
 
@@ -72,6 +82,25 @@ def test_a_suite_whose_words_run_out_is_refused(tmp_path):
         make_tasks_module().generate(tmp_path, {"train": 20, "dev": 0, "test": 0}, ("search",), 4, 0)
     with pytest.raises(SystemExit, match="unknown"):
         make_tasks_module().generate(tmp_path, {"train": 1, "dev": 0, "test": 0}, ("chain",), 45, 0)
+    with pytest.raises(SystemExit, match="--drill-families: unknown"):
+        make_tasks_module().generate(tmp_path, {"train": 1, "dev": 0, "test": 0}, ("search",), 45, 0, 2, ("chain",))
+
+
+def test_the_warm_start_demonstrates_the_drills_beside_the_training_tasks(tmp_path):
+    """``warm_start.also_demonstrate``: one recording of both folders' tasks through the proxy; folders that share
+    a task id are refused before anything runs."""
+    make_tasks_module().generate(tmp_path / "suite", {"train": 2, "dev": 0, "test": 0}, ("search",), 45, 0, drills=2)
+    cfg = OmegaConf.create({"env": {"domain": "nl2repo", "path": str(tmp_path / "suite" / "train")}, "seed": 0,
+                            "harness": {**RECIPE["harness"], "progress": False, "concurrency": 4}})
+    data = record_suite_demonstrations(cfg, "tiny", 1, tmp_path / "demos", also=[str(tmp_path / "suite" / "drills")])
+    demonstrated = sorted(example.execution_id.rsplit("-", 1)[0] for example in data.examples)
+    tasks = sorted(f"demo-{task.name}" for split in ("drills", "train") for task in (tmp_path / "suite" / split).iterdir())
+    assert demonstrated == tasks
+    # a drill is one conversation with a write call per file it names
+    drill = next(example for example in data.examples if "-drill-" in example.execution_id)
+    assert {call.agent for call in drill.calls} == {"main"}
+    with pytest.raises(ValueError, match="share task ids"):
+        record_suite_demonstrations(cfg, "tiny", 1, tmp_path / "again", also=[str(tmp_path / "suite" / "train")])
 
 
 @pytest.fixture(scope="module")

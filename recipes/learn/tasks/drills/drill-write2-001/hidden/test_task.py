@@ -1,0 +1,19 @@
+"""Hidden checks of task drill-write2-001, one pytest test each."""
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+
+def content(path):
+    file = HERE / path
+    return file.read_text(encoding="utf-8", errors="replace").strip() if file.is_file() else None
+
+
+def test_first_content():
+    found = content('list_equal.txt')
+    assert found == 'class-find', f"found {found!r}"
+
+
+def test_second_content():
+    found = content('data_blocks.txt')
+    assert found == 'quick-range', f"found {found!r}"
