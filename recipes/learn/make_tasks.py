@@ -1,7 +1,7 @@
 """Generate the built-in `learn` suite: tasks a CPU model can learn, in three splits (train / dev / test).
 
     python recipes/learn/make_tasks.py [--out recipes/learn/tasks] [--train 288] [--dev 48] [--test 48]
-                                       [--families search] [--drills 288] [--drill-families write,write2]
+                                       [--families search] [--drills 576] [--drill-families write,write2]
                                        [--words 45] [--seed 0]
 
 Every task is an NL2RepoBench task folder (start.md, test_case_count.txt, test_commands.json,
@@ -43,7 +43,8 @@ instead of the new one with probability 0.35.
 of its trained tokens, and a warm start on those alone learned the conversation's shape and copied nothing
 (every greedy dev execution wrote one constant file); with the drills mixed in, copying the instructed name
 appears in the short-context phase and survives the whole prompts (recipes/learn/README.md). Their strings
-avoid every dev and test string (they may repeat training ones: renaming replaces them at every step anyway).
+avoid every dev and test string; they may repeat training ones and each other (renaming replaces them at
+every step anyway).
 
 ``rename.json`` lists the words the warm start may rename in its demonstrations (``sft.rename_file``,
 `gyre.trainer.renaming`: fresh names at every supervised step, so that the model learns to copy names
@@ -303,13 +304,25 @@ def fixed_token_words(words: list[str]) -> set[str]:
 
 class Strings:
     """Word pairs for paths and values, each used once in the whole suite: no string repeats across tasks or
-    splits. Held-out splits are made first."""
+    splits. Held-out splits are made first. The drills have their own, which avoids the held-out pairs and may
+    ``reuse`` pairs once all are used."""
 
-    def __init__(self, words: list[str], rng: random.Random, avoid: set[tuple[str, str]] = frozenset()) -> None:
-        self.words = words
-        self.pairs = [(a, b) for a, b in itertools.permutations(words, 2) if (a, b) not in avoid]
-        self.used: list[tuple[str, str]] = []
+    def __init__(self, words: list[str], rng: random.Random, avoid: set[tuple[str, str]] = frozenset(),
+                 reuse: bool = False) -> None:
+        self.words, self.rng, self.reuse = words, rng, reuse
+        self.allowed = [(a, b) for a, b in itertools.permutations(words, 2) if (a, b) not in avoid]
+        self.pairs = list(self.allowed)
         rng.shuffle(self.pairs)
+        self.used: list[tuple[str, str]] = []
+
+    def room_for(self, count: int) -> None:
+        """With ``reuse``, make sure the next ``count`` pairs are there and distinct: when the unused ones run
+        short, every allowed pair but those comes back, in a new order, behind them."""
+        if self.reuse and len(self.pairs) < count:
+            left = set(self.pairs)
+            fresh = [pair for pair in self.allowed if pair not in left]
+            self.rng.shuffle(fresh)
+            self.pairs = fresh + self.pairs
 
     def _pair(self) -> tuple[str, str]:
         if not self.pairs:
@@ -330,6 +343,7 @@ def make_tasks(split: str, count: int, families: tuple[str, ...], strings: Strin
     tasks = []
     for index in range(count):
         family = families[index % len(families)]
+        strings.room_for(6)  # the most pairs one task takes (write2)
         task_id = f"{split}-{family}-{index:0{max(3, len(str(count - 1)))}d}"
         if family == "search":
             tasks.append(make_search(task_id, strings.path(), strings.value(), strings.value(), rng))
@@ -390,7 +404,7 @@ def generate(out: Path, counts: dict[str, int], families: tuple[str, ...], words
     held_out_pairs = set(strings.used)
     tasks["train"] = make_tasks("train", counts["train"], families, strings, rng)
     if drills:  # their own pairs and generator, so the splits above are the same with or without them
-        drill_strings = Strings(usable[:words], random.Random(f"{seed}-{DRILLS}"), avoid=held_out_pairs)
+        drill_strings = Strings(usable[:words], random.Random(f"{seed}-{DRILLS}"), avoid=held_out_pairs, reuse=True)
         tasks[DRILLS] = make_tasks("drill", drills, drill_families, drill_strings, random.Random(f"{seed}-{DRILLS}"))
     for split in (*SPLITS, DRILLS, "heldout"):  # heldout: the two-split layout this suite had before
         shutil.rmtree(out / split, ignore_errors=True)
@@ -409,7 +423,7 @@ def main() -> None:
     parser.add_argument("--dev", type=int, default=48, help="dev tasks (for tuning)")
     parser.add_argument("--test", type=int, default=48, help="test tasks (sealed: only the benchmark's final figures)")
     parser.add_argument("--families", default="search", help=f"comma-separated, of {','.join(FAMILIES)}")
-    parser.add_argument("--drills", type=int, default=288, help="training-only copying tasks for the warm start (0: none)")
+    parser.add_argument("--drills", type=int, default=576, help="training-only copying tasks for the warm start (0: none)")
     parser.add_argument("--drill-families", default="write,write2", help="comma-separated families of the drills")
     parser.add_argument("--words", type=int, default=45, help="how many words names are made of")
     parser.add_argument("--seed", type=int, default=0)

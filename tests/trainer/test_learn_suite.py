@@ -59,7 +59,7 @@ def same_tree(a: Path, b: Path) -> bool:
 
 def test_the_committed_suite_regenerates_byte_for_byte_and_its_splits_share_no_string(tmp_path):
     make_tasks = make_tasks_module()
-    make_tasks.generate(tmp_path / "tasks", {"train": 288, "dev": 48, "test": 48}, ("search",), 45, 0, drills=288)
+    make_tasks.generate(tmp_path / "tasks", {"train": 288, "dev": 48, "test": 48}, ("search",), 45, 0, drills=576)
     assert same_tree(tmp_path / "tasks", SUITE), "recipes/learn/tasks differs from what make_tasks.py writes"
     strings = {split: strings_of(SUITE / split) for split in ("train", "dev", "test", "drills")}
     assert min(len(found) for found in strings.values()) >= 3 * 48  # the output path, the current and the outdated value
@@ -67,8 +67,11 @@ def test_the_committed_suite_regenerates_byte_for_byte_and_its_splits_share_no_s
         assert not strings[first] & strings[second], (first, second, sorted(strings[first] & strings[second])[:5])
     # the drills are the copying families, demonstrated (training only), half of them with two files
     drills = sorted((SUITE / "drills").iterdir())
-    assert Counter(task.name.split("-")[1] for task in drills) == {"write": 144, "write2": 144}
+    assert Counter(task.name.split("-")[1] for task in drills) == {"write": 288, "write2": 288}
     assert all((task / "demonstrations.jsonl").is_file() for task in drills)
+    for task in drills:  # more drills than unused pairs: pairs come back, but never twice in one task
+        names = re.findall(r'"([a-z]+[_-][a-z]+)(?:\.txt)?"', (task / "start.md").read_text())
+        assert len(names) == len(set(names)) == (3 if "-write-" in task.name else 6), (task.name, names)
     # the splits do not depend on whether drills are made
     make_tasks.generate(tmp_path / "plain", {"train": 288, "dev": 48, "test": 48}, ("search",), 45, 0)
     assert not (tmp_path / "plain" / "drills").exists()
