@@ -17,7 +17,7 @@ EVAL_ARGS=${EVAL_ARGS:-}
 # The recipe's harness (conf/recipe/learn.yaml): the agent hands pages to sub-agents and summarises past 1600 chars.
 HARNESS="harness.max_turns=4 harness.max_tokens=256 harness.execution.time_limit_s=120 harness.reference.explore=false \
 harness.reference.sub_max_turns=2 harness.reference.context_chars=1600 harness.reference.max_retries=1 \
-harness.reference.tools=[write_file,delegate,finish] harness.reference.sub_tools=[read_file,report]"
+harness.reference.tools=[read_file,write_file,delegate,finish] harness.reference.sub_tools=[read_file,report]"
 
 # 1. Supervised warm start: record 2 demonstrations per training task of the learn suite through the proxy
 #    (the suite's imperfect demonstrator) and 2 of every copying drill, then train the built-in small model on

@@ -1,7 +1,7 @@
 """Generate the built-in `learn` suite: tasks a CPU model can learn, in three splits (train / dev / test).
 
     python recipes/learn/make_tasks.py [--out recipes/learn/tasks] [--train 288] [--dev 48] [--test 48]
-                                       [--families search] [--drills 576] [--drill-families write,write2]
+                                       [--families search] [--drills 576] [--drill-families write,write2,copy]
                                        [--words 45] [--seed 0]
 
 Every task is an NL2RepoBench task folder (start.md, test_case_count.txt, test_commands.json,
@@ -388,7 +388,7 @@ def check_families(flag: str, families: tuple[str, ...]) -> None:
 
 
 def generate(out: Path, counts: dict[str, int], families: tuple[str, ...], words: int, seed: int,
-             drills: int = 0, drill_families: tuple[str, ...] = ("write", "write2")) -> dict[str, list[Task]]:
+             drills: int = 0, drill_families: tuple[str, ...] = ("write", "write2", "copy")) -> dict[str, list[Task]]:
     """Write the suite under ``out`` (train/, dev/, test/, drills/ when ``drills``, rename.json); returns the
     tasks by split."""
     check_families("--families", families)
@@ -424,7 +424,7 @@ def main() -> None:
     parser.add_argument("--test", type=int, default=48, help="test tasks (sealed: only the benchmark's final figures)")
     parser.add_argument("--families", default="search", help=f"comma-separated, of {','.join(FAMILIES)}")
     parser.add_argument("--drills", type=int, default=576, help="training-only copying tasks for the warm start (0: none)")
-    parser.add_argument("--drill-families", default="write,write2", help="comma-separated families of the drills")
+    parser.add_argument("--drill-families", default="write,write2,copy", help="comma-separated families of the drills")
     parser.add_argument("--words", type=int, default=45, help="how many words names are made of")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('equal_group.txt')
+    found = content('side_find.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('equal_group.txt')
-    assert found == 'codes-close', f"found {found!r}"
+    found = content('side_find.txt')
+    assert found == 'import-default', f"found {found!r}"

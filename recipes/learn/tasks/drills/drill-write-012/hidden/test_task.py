@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('pair_data.txt')
+    found = content('delete_begin.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('pair_data.txt')
-    assert found == 'sort-find', f"found {found!r}"
+    found = content('delete_begin.txt')
+    assert found == 'data-import', f"found {found!r}"

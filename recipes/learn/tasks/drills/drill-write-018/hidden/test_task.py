@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('sort_header.txt')
+    found = content('flag_print.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('sort_header.txt')
-    assert found == 'push-list', f"found {found!r}"
+    found = content('flag_print.txt')
+    assert found == 'scan-side', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('equal_adjacent.txt')
+    found = content('best_codes.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('equal_adjacent.txt')
-    assert found == 'close-scan', f"found {found!r}"
+    found = content('best_codes.txt')
+    assert found == 'find-data', f"found {found!r}"

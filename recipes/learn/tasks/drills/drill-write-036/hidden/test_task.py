@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('default_pair.txt')
+    found = content('chunks_mark.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('default_pair.txt')
-    assert found == 'class-adjacent', f"found {found!r}"
+    found = content('chunks_mark.txt')
+    assert found == 'range-group', f"found {found!r}"

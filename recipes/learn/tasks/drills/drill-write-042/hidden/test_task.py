@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('break_diff.txt')
+    found = content('encode_column.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('break_diff.txt')
-    assert found == 'side-scan', f"found {found!r}"
+    found = content('encode_column.txt')
+    assert found == 'data-adjacent', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('blanks_break.txt')
+    found = content('delete_form.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('blanks_break.txt')
-    assert found == 'data-decode', f"found {found!r}"
+    found = content('delete_form.txt')
+    assert found == 'char-break', f"found {found!r}"

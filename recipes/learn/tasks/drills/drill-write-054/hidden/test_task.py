@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('case_item.txt')
+    found = content('blanks_break.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('case_item.txt')
-    assert found == 'check-class', f"found {found!r}"
+    found = content('blanks_break.txt')
+    assert found == 'data-decode', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('quick_size.txt')
+    found = content('import_size.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('quick_size.txt')
-    assert found == 'default-item', f"found {found!r}"
+    found = content('import_size.txt')
+    assert found == 'long-print', f"found {found!r}"

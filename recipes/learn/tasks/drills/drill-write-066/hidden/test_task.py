@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('push_quick.txt')
+    found = content('mark_close.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('push_quick.txt')
-    assert found == 'best-case', f"found {found!r}"
+    found = content('mark_close.txt')
+    assert found == 'data-encode', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('scan_long.txt')
+    found = content('diff_close.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('scan_long.txt')
-    assert found == 'adjacent-size', f"found {found!r}"
+    found = content('diff_close.txt')
+    assert found == 'match-find', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('sort_break.txt')
+    found = content('sort_default.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('sort_break.txt')
-    assert found == 'group-print', f"found {found!r}"
+    found = content('sort_default.txt')
+    assert found == 'codes-diff', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('long_flag.txt')
+    found = content('default_form.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('long_flag.txt')
-    assert found == 'list-print', f"found {found!r}"
+    found = content('default_form.txt')
+    assert found == 'blocks-next', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('best_parse.txt')
+    found = content('break_match.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('best_parse.txt')
-    assert found == 'break-long', f"found {found!r}"
+    found = content('break_match.txt')
+    assert found == 'flag-mark', f"found {found!r}"

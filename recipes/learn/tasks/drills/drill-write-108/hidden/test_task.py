@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('chunks_check.txt')
+    found = content('equal_blocks.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('chunks_check.txt')
-    assert found == 'side-break', f"found {found!r}"
+    found = content('equal_blocks.txt')
+    assert found == 'make-equal', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('encode_long.txt')
+    found = content('close_case.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('encode_long.txt')
-    assert found == 'encode-form', f"found {found!r}"
+    found = content('close_case.txt')
+    assert found == 'sort-make', f"found {found!r}"

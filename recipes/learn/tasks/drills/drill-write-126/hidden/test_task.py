@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('equal_mark.txt')
+    found = content('codes_char.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('equal_mark.txt')
-    assert found == 'best-blocks', f"found {found!r}"
+    found = content('codes_char.txt')
+    assert found == 'mark-context', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('flag_class.txt')
+    found = content('sort_side.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('flag_class.txt')
-    assert found == 'encode-size', f"found {found!r}"
+    found = content('sort_side.txt')
+    assert found == 'quick-pair', f"found {found!r}"

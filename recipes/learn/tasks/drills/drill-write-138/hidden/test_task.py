@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('chunks_char.txt')
+    found = content('side_push.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('chunks_char.txt')
-    assert found == 'flag-delete', f"found {found!r}"
+    found = content('side_push.txt')
+    assert found == 'class-close', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('codes_default.txt')
+    found = content('push_pair.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('codes_default.txt')
-    assert found == 'char-sort', f"found {found!r}"
+    found = content('push_pair.txt')
+    assert found == 'default-column', f"found {found!r}"

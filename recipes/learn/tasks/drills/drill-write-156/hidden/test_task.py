@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('side_sort.txt')
+    found = content('print_blanks.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('side_sort.txt')
-    assert found == 'long-sort', f"found {found!r}"
+    found = content('print_blanks.txt')
+    assert found == 'range-pair', f"found {found!r}"

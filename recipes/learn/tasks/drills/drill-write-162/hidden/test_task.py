@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('begin_equal.txt')
+    found = content('find_codes.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('begin_equal.txt')
-    assert found == 'scan-codes', f"found {found!r}"
+    found = content('find_codes.txt')
+    assert found == 'flag-decode', f"found {found!r}"

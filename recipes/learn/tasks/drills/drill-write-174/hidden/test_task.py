@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('side_match.txt')
+    found = content('default_blanks.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('side_match.txt')
-    assert found == 'import-decode', f"found {found!r}"
+    found = content('default_blanks.txt')
+    assert found == 'diff-match', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('long_chunks.txt')
+    found = content('context_side.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('long_chunks.txt')
-    assert found == 'make-chunks', f"found {found!r}"
+    found = content('context_side.txt')
+    assert found == 'mark-size', f"found {found!r}"

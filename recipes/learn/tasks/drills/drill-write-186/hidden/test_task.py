@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('close_find.txt')
+    found = content('form_diff.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('close_find.txt')
-    assert found == 'next-default', f"found {found!r}"
+    found = content('form_diff.txt')
+    assert found == 'range-parse', f"found {found!r}"

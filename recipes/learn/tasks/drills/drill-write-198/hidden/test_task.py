@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('group_begin.txt')
+    found = content('char_best.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('group_begin.txt')
-    assert found == 'make-mark', f"found {found!r}"
+    found = content('char_best.txt')
+    assert found == 'chunks-sort', f"found {found!r}"

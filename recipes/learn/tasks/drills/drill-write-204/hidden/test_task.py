@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('group_chunks.txt')
+    found = content('char_equal.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('group_chunks.txt')
-    assert found == 'decode-char', f"found {found!r}"
+    found = content('char_equal.txt')
+    assert found == 'form-adjacent', f"found {found!r}"

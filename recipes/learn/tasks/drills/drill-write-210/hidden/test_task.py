@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('flag_form.txt')
+    found = content('quick_header.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('flag_form.txt')
-    assert found == 'push-find', f"found {found!r}"
+    found = content('quick_header.txt')
+    assert found == 'push-side', f"found {found!r}"

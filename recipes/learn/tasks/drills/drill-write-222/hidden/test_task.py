@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('item_break.txt')
+    found = content('begin_scan.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('item_break.txt')
-    assert found == 'data-char', f"found {found!r}"
+    found = content('begin_scan.txt')
+    assert found == 'case-form', f"found {found!r}"

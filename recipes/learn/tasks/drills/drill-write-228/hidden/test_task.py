@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('default_adjacent.txt')
+    found = content('adjacent_flag.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('default_adjacent.txt')
-    assert found == 'encode-group', f"found {found!r}"
+    found = content('adjacent_flag.txt')
+    assert found == 'adjacent-data', f"found {found!r}"

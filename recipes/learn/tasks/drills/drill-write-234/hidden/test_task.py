@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('match_item.txt')
+    found = content('close_list.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('match_item.txt')
-    assert found == 'push-flag', f"found {found!r}"
+    found = content('close_list.txt')
+    assert found == 'case-equal', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('list_blocks.txt')
+    found = content('char_scan.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('list_blocks.txt')
-    assert found == 'pair-quick', f"found {found!r}"
+    found = content('char_scan.txt')
+    assert found == 'scan-case', f"found {found!r}"

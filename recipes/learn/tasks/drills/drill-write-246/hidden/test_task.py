@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('class_diff.txt')
+    found = content('break_side.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('class_diff.txt')
-    assert found == 'group-default', f"found {found!r}"
+    found = content('break_side.txt')
+    assert found == 'quick-next', f"found {found!r}"

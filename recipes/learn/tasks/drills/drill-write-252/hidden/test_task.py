@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('size_make.txt')
+    found = content('adjacent_best.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('size_make.txt')
-    assert found == 'chunks-encode', f"found {found!r}"
+    found = content('adjacent_best.txt')
+    assert found == 'close-mark', f"found {found!r}"

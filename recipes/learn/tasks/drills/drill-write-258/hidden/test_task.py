@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('adjacent_import.txt')
+    found = content('delete_size.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('adjacent_import.txt')
-    assert found == 'equal-check', f"found {found!r}"
+    found = content('delete_size.txt')
+    assert found == 'print-quick', f"found {found!r}"

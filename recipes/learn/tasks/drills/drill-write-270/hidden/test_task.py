@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('context_delete.txt')
+    found = content('list_blocks.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('context_delete.txt')
-    assert found == 'check-default', f"found {found!r}"
+    found = content('list_blocks.txt')
+    assert found == 'pair-quick', f"found {found!r}"

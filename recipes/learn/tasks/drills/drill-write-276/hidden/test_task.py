@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('class_break.txt')
+    found = content('blocks_scan.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('class_break.txt')
-    assert found == 'long-check', f"found {found!r}"
+    found = content('blocks_scan.txt')
+    assert found == 'break-encode', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('quick_find.txt')
+    found = content('column_pair.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('quick_find.txt')
-    assert found == 'item-quick', f"found {found!r}"
+    found = content('column_pair.txt')
+    assert found == 'check-next', f"found {found!r}"

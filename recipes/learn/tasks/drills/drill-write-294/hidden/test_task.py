@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('make_char.txt')
+    found = content('find_long.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('make_char.txt')
-    assert found == 'codes-decode', f"found {found!r}"
+    found = content('find_long.txt')
+    assert found == 'item-encode', f"found {found!r}"

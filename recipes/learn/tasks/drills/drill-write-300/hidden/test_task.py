@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('sort_encode.txt')
+    found = content('char_parse.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('sort_encode.txt')
-    assert found == 'case-make', f"found {found!r}"
+    found = content('char_parse.txt')
+    assert found == 'flag-quick', f"found {found!r}"

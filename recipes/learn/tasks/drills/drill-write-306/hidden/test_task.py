@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('find_encode.txt')
+    found = content('adjacent_chunks.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('find_encode.txt')
-    assert found == 'diff-break', f"found {found!r}"
+    found = content('adjacent_chunks.txt')
+    assert found == 'default-equal', f"found {found!r}"

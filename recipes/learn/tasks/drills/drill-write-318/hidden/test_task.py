@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('flag_find.txt')
+    found = content('context_size.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('flag_find.txt')
-    assert found == 'make-case', f"found {found!r}"
+    found = content('context_size.txt')
+    assert found == 'default-delete', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('group_equal.txt')
+    found = content('adjacent_default.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('group_equal.txt')
-    assert found == 'default-header', f"found {found!r}"
+    found = content('adjacent_default.txt')
+    assert found == 'form-mark', f"found {found!r}"

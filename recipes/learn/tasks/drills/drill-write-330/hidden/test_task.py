@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('sort_case.txt')
+    found = content('column_char.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('sort_case.txt')
-    assert found == 'blocks-delete', f"found {found!r}"
+    found = content('column_char.txt')
+    assert found == 'adjacent-close', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('list_scan.txt')
+    found = content('case_side.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('list_scan.txt')
-    assert found == 'column-group', f"found {found!r}"
+    found = content('case_side.txt')
+    assert found == 'close-diff', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('print_equal.txt')
+    found = content('blanks_sort.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('print_equal.txt')
-    assert found == 'scan-quick', f"found {found!r}"
+    found = content('blanks_sort.txt')
+    assert found == 'range-equal', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('break_class.txt')
+    found = content('range_break.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('break_class.txt')
-    assert found == 'char-codes', f"found {found!r}"
+    found = content('range_break.txt')
+    assert found == 'close-column', f"found {found!r}"

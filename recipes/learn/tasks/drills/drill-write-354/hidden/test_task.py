@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('adjacent_break.txt')
+    found = content('form_data.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('adjacent_break.txt')
-    assert found == 'data-sort', f"found {found!r}"
+    found = content('form_data.txt')
+    assert found == 'column-decode', f"found {found!r}"

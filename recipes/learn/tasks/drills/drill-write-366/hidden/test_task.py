@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('match_side.txt')
+    found = content('close_header.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('match_side.txt')
-    assert found == 'next-form', f"found {found!r}"
+    found = content('close_header.txt')
+    assert found == 'scan-equal', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('print_chunks.txt')
+    found = content('print_item.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('print_chunks.txt')
-    assert found == 'codes-next', f"found {found!r}"
+    found = content('print_item.txt')
+    assert found == 'encode-find', f"found {found!r}"

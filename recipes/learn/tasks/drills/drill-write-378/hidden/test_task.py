@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('header_check.txt')
+    found = content('list_scan.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('header_check.txt')
-    assert found == 'column-form', f"found {found!r}"
+    found = content('list_scan.txt')
+    assert found == 'column-group', f"found {found!r}"

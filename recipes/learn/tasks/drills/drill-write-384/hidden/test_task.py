@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('print_encode.txt')
+    found = content('close_blocks.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('print_encode.txt')
-    assert found == 'adjacent-form', f"found {found!r}"
+    found = content('close_blocks.txt')
+    assert found == 'match-decode', f"found {found!r}"

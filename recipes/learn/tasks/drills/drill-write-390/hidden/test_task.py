@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('best_column.txt')
+    found = content('print_close.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('best_column.txt')
-    assert found == 'data-match', f"found {found!r}"
+    found = content('print_close.txt')
+    assert found == 'decode-chunks', f"found {found!r}"

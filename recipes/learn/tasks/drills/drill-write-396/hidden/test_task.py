@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('equal_decode.txt')
+    found = content('case_chunks.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('equal_decode.txt')
-    assert found == 'long-encode', f"found {found!r}"
+    found = content('case_chunks.txt')
+    assert found == 'decode-sort', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('match_import.txt')
+    found = content('make_next.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('match_import.txt')
-    assert found == 'check-column', f"found {found!r}"
+    found = content('make_next.txt')
+    assert found == 'flag-column', f"found {found!r}"

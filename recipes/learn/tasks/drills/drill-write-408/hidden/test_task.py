@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('match_best.txt')
+    found = content('make_blanks.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('match_best.txt')
-    assert found == 'close-decode', f"found {found!r}"
+    found = content('make_blanks.txt')
+    assert found == 'break-list', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('default_delete.txt')
+    found = content('best_next.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('default_delete.txt')
-    assert found == 'break-column', f"found {found!r}"
+    found = content('best_next.txt')
+    assert found == 'range-best', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('decode_print.txt')
+    found = content('begin_item.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('decode_print.txt')
-    assert found == 'chunks-close', f"found {found!r}"
+    found = content('begin_item.txt')
+    assert found == 'check-close', f"found {found!r}"

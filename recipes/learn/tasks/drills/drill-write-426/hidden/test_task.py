@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('group_long.txt')
+    found = content('equal_make.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('group_long.txt')
-    assert found == 'mark-case', f"found {found!r}"
+    found = content('equal_make.txt')
+    assert found == 'break-form', f"found {found!r}"

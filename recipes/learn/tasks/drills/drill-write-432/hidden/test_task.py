@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('match_mark.txt')
+    found = content('print_find.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('match_mark.txt')
-    assert found == 'mark-chunks', f"found {found!r}"
+    found = content('print_find.txt')
+    assert found == 'adjacent-item', f"found {found!r}"

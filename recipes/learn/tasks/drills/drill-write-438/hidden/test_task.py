@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('decode_context.txt')
+    found = content('side_column.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('decode_context.txt')
-    assert found == 'context-mark', f"found {found!r}"
+    found = content('side_column.txt')
+    assert found == 'match-delete', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('context_codes.txt')
+    found = content('codes_chunks.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('context_codes.txt')
-    assert found == 'find-sort', f"found {found!r}"
+    found = content('codes_chunks.txt')
+    assert found == 'context-decode', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('range_scan.txt')
+    found = content('group_header.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('range_scan.txt')
-    assert found == 'codes-column', f"found {found!r}"
+    found = content('group_header.txt')
+    assert found == 'blanks-next', f"found {found!r}"

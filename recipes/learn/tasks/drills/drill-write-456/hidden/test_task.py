@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('mark_column.txt')
+    found = content('break_push.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('mark_column.txt')
-    assert found == 'match-close', f"found {found!r}"
+    found = content('break_push.txt')
+    assert found == 'push-pair', f"found {found!r}"

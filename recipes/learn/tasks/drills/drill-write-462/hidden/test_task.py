@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('class_break.txt')
+    found = content('item_begin.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('class_break.txt')
-    assert found == 'item-encode', f"found {found!r}"
+    found = content('item_begin.txt')
+    assert found == 'sort-column', f"found {found!r}"

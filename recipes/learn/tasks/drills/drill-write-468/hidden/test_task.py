@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('header_encode.txt')
+    found = content('default_find.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('header_encode.txt')
-    assert found == 'default-codes', f"found {found!r}"
+    found = content('default_find.txt')
+    assert found == 'next-mark', f"found {found!r}"

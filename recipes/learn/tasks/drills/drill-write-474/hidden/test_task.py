@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('find_delete.txt')
+    found = content('class_equal.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('find_delete.txt')
-    assert found == 'default-header', f"found {found!r}"
+    found = content('class_equal.txt')
+    assert found == 'scan-parse', f"found {found!r}"

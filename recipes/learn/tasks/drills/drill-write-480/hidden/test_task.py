@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('push_import.txt')
+    found = content('size_default.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('push_import.txt')
-    assert found == 'long-best', f"found {found!r}"
+    found = content('size_default.txt')
+    assert found == 'import-flag', f"found {found!r}"

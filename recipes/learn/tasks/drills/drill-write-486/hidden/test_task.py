@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('long_data.txt')
+    found = content('match_begin.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('long_data.txt')
-    assert found == 'case-encode', f"found {found!r}"
+    found = content('match_begin.txt')
+    assert found == 'adjacent-range', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('long_header.txt')
+    found = content('break_case.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('long_header.txt')
-    assert found == 'char-column', f"found {found!r}"
+    found = content('break_case.txt')
+    assert found == 'group-parse', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('adjacent_best.txt')
+    found = content('long_size.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('adjacent_best.txt')
-    assert found == 'class-find', f"found {found!r}"
+    found = content('long_size.txt')
+    assert found == 'push-data', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('group_blocks.txt')
+    found = content('flag_blocks.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('group_blocks.txt')
-    assert found == 'default-flag', f"found {found!r}"
+    found = content('flag_blocks.txt')
+    assert found == 'char-parse', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('scan_long.txt')
+    found = content('break_blanks.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('scan_long.txt')
-    assert found == 'mark-size', f"found {found!r}"
+    found = content('break_blanks.txt')
+    assert found == 'close-group', f"found {found!r}"

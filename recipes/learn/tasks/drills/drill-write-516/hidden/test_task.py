@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('scan_push.txt')
+    found = content('context_item.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('scan_push.txt')
-    assert found == 'close-begin', f"found {found!r}"
+    found = content('context_item.txt')
+    assert found == 'encode-parse', f"found {found!r}"

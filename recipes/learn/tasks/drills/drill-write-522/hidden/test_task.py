@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('list_mark.txt')
+    found = content('diff_import.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('list_mark.txt')
-    assert found == 'header-data', f"found {found!r}"
+    found = content('diff_import.txt')
+    assert found == 'find-break', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('encode_char.txt')
+    found = content('default_adjacent.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('encode_char.txt')
-    assert found == 'make-sort', f"found {found!r}"
+    found = content('default_adjacent.txt')
+    assert found == 'side-blanks', f"found {found!r}"

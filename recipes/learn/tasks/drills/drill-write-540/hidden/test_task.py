@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('blanks_break.txt')
+    found = content('long_blocks.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('blanks_break.txt')
-    assert found == 'close-check', f"found {found!r}"
+    found = content('long_blocks.txt')
+    assert found == 'parse-best', f"found {found!r}"

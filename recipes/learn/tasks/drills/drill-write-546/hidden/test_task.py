@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('begin_blanks.txt')
+    found = content('break_char.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('begin_blanks.txt')
-    assert found == 'decode-data', f"found {found!r}"
+    found = content('break_char.txt')
+    assert found == 'class-delete', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('break_pair.txt')
+    found = content('size_pair.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('break_pair.txt')
-    assert found == 'header-char', f"found {found!r}"
+    found = content('size_pair.txt')
+    assert found == 'close-check', f"found {found!r}"

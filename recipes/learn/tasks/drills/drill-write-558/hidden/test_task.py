@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('close_parse.txt')
+    found = content('pair_decode.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('close_parse.txt')
-    assert found == 'range-codes', f"found {found!r}"
+    found = content('pair_decode.txt')
+    assert found == 'header-begin', f"found {found!r}"

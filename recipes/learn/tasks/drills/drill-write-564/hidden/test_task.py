@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('context_header.txt')
+    found = content('decode_begin.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('context_header.txt')
-    assert found == 'parse-header', f"found {found!r}"
+    found = content('decode_begin.txt')
+    assert found == 'match-long', f"found {found!r}"

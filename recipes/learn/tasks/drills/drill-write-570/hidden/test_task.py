@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('find_codes.txt')
+    found = content('encode_form.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('find_codes.txt')
-    assert found == 'parse-find', f"found {found!r}"
+    found = content('encode_form.txt')
+    assert found == 'group-print', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('diff_item.txt')
-    assert found == 'match-context', f"found {found!r}"
+    found = content('equal_group.txt')
+    assert found == 'codes-close', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('delete_next.txt')
-    assert found == 'find-case', f"found {found!r}"
+    found = content('diff_item.txt')
+    assert found == 'match-context', f"found {found!r}"

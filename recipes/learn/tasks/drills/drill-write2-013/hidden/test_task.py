@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('case_adjacent.txt')
-    assert found == 'break-form', f"found {found!r}"
+    found = content('blocks_close.txt')
+    assert found == 'begin-long', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('sort_check.txt')
-    assert found == 'codes-range', f"found {found!r}"
+    found = content('pair_data.txt')
+    assert found == 'sort-find', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('parse_check.txt')
-    assert found == 'blocks-size', f"found {found!r}"
+    found = content('context_mark.txt')
+    assert found == 'form-side', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('case_char.txt')
-    assert found == 'side-range', f"found {found!r}"
+    found = content('data_case.txt')
+    assert found == 'adjacent-class', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('import_equal.txt')
-    assert found == 'parse-break', f"found {found!r}"
+    found = content('parse_match.txt')
+    assert found == 'best-delete', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('item_range.txt')
-    assert found == 'data-class', f"found {found!r}"
+    found = content('best_class.txt')
+    assert found == 'close-encode', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('check_group.txt')
-    assert found == 'break-check', f"found {found!r}"
+    found = content('best_import.txt')
+    assert found == 'next-blanks', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('case_class.txt')
-    assert found == 'blocks-context', f"found {found!r}"
+    found = content('delete_range.txt')
+    assert found == 'flag-chunks', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('class_best.txt')
-    assert found == 'close-begin', f"found {found!r}"
+    found = content('find_size.txt')
+    assert found == 'range-header', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('encode_column.txt')
-    assert found == 'data-adjacent', f"found {found!r}"
+    found = content('class_import.txt')
+    assert found == 'adjacent-begin', f"found {found!r}"

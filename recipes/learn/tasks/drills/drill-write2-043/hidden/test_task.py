@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('delete_form.txt')
-    assert found == 'char-break', f"found {found!r}"
+    found = content('mark_diff.txt')
+    assert found == 'long-size', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('close_data.txt')
-    assert found == 'size-parse', f"found {found!r}"
+    found = content('break_pair.txt')
+    assert found == 'begin-encode', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('char_case.txt')
-    assert found == 'pair-begin', f"found {found!r}"
+    found = content('close_data.txt')
+    assert found == 'size-parse', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('group_data.txt')
-    assert found == 'next-decode', f"found {found!r}"
+    found = content('header_quick.txt')
+    assert found == 'long-item', f"found {found!r}"

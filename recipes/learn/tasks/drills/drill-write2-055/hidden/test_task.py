@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('best_scan.txt')
-    assert found == 'import-blocks', f"found {found!r}"
+    found = content('char_case.txt')
+    assert found == 'pair-begin', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('find_side.txt')
-    assert found == 'equal-decode', f"found {found!r}"
+    found = content('group_data.txt')
+    assert found == 'next-decode', f"found {found!r}"

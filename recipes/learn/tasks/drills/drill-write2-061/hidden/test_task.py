@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('match_blanks.txt')
-    assert found == 'sort-codes', f"found {found!r}"
+    found = content('case_item.txt')
+    assert found == 'check-class', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('delete_context.txt')
-    assert found == 'list-chunks', f"found {found!r}"
+    found = content('best_scan.txt')
+    assert found == 'import-blocks', f"found {found!r}"

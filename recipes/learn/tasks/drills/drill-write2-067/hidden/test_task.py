@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('context_header.txt')
-    assert found == 'scan-import', f"found {found!r}"
+    found = content('char_push.txt')
+    assert found == 'chunks-codes', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('header_pair.txt')
-    assert found == 'pair-adjacent', f"found {found!r}"
+    found = content('quick_size.txt')
+    assert found == 'default-item', f"found {found!r}"

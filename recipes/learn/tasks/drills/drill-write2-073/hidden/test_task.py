@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('import_next.txt')
-    assert found == 'size-check', f"found {found!r}"
+    found = content('close_break.txt')
+    assert found == 'print-long', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('context_class.txt')
-    assert found == 'delete-item', f"found {found!r}"
+    found = content('import_group.txt')
+    assert found == 'quick-scan', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('form_equal.txt')
-    assert found == 'push-chunks', f"found {found!r}"
+    found = content('range_default.txt')
+    assert found == 'list-data', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('make_best.txt')
-    assert found == 'equal-form', f"found {found!r}"
+    found = content('push_adjacent.txt')
+    assert found == 'char-check', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('adjacent_sort.txt')
-    assert found == 'check-long', f"found {found!r}"
+    found = content('equal_range.txt')
+    assert found == 'case-long', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('range_check.txt')
-    assert found == 'check-decode', f"found {found!r}"
+    found = content('context_blanks.txt')
+    assert found == 'size-long', f"found {found!r}"

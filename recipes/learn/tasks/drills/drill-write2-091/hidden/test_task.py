@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('break_match.txt')
-    assert found == 'flag-mark', f"found {found!r}"
+    found = content('begin_size.txt')
+    assert found == 'import-break', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('find_pair.txt')
-    assert found == 'header-delete', f"found {found!r}"
+    found = content('parse_push.txt')
+    assert found == 'make-context', f"found {found!r}"

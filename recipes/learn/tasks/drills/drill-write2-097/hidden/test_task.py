@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('decode_item.txt')
-    assert found == 'size-codes', f"found {found!r}"
+    found = content('encode_diff.txt')
+    assert found == 'context-close', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('size_push.txt')
-    assert found == 'encode-list', f"found {found!r}"
+    found = content('size_sort.txt')
+    assert found == 'import-column', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('case_next.txt')
-    assert found == 'scan-column', f"found {found!r}"
+    found = content('find_pair.txt')
+    assert found == 'header-delete', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('default_parse.txt')
-    assert found == 'char-flag', f"found {found!r}"
+    found = content('diff_chunks.txt')
+    assert found == 'scan-context', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('size_adjacent.txt')
-    assert found == 'push-close', f"found {found!r}"
+    found = content('decode_item.txt')
+    assert found == 'size-codes', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('class_encode.txt')
-    assert found == 'best-blanks', f"found {found!r}"
+    found = content('size_push.txt')
+    assert found == 'encode-list', f"found {found!r}"

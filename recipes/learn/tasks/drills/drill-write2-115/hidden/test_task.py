@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('range_chunks.txt')
-    assert found == 'decode-side', f"found {found!r}"
+    found = content('best_parse.txt')
+    assert found == 'break-long', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('blocks_default.txt')
-    assert found == 'form-pair', f"found {found!r}"
+    found = content('case_next.txt')
+    assert found == 'scan-column', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('sort_blocks.txt')
-    assert found == 'quick-encode', f"found {found!r}"
+    found = content('equal_pair.txt')
+    assert found == 'context-chunks', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('codes_blocks.txt')
-    assert found == 'check-blocks', f"found {found!r}"
+    found = content('chunks_check.txt')
+    assert found == 'side-break', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('encode_parse.txt')
-    assert found == 'class-check', f"found {found!r}"
+    found = content('quick_adjacent.txt')
+    assert found == 'pair-header', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('next_case.txt')
-    assert found == 'size-side', f"found {found!r}"
+    found = content('column_parse.txt')
+    assert found == 'data-match', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('quick_match.txt')
-    assert found == 'sort-column', f"found {found!r}"
+    found = content('data_long.txt')
+    assert found == 'flag-check', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('push_pair.txt')
-    assert found == 'default-column', f"found {found!r}"
+    found = content('print_scan.txt')
+    assert found == 'default-break', f"found {found!r}"

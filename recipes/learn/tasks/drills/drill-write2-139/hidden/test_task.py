@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('print_blanks.txt')
-    assert found == 'range-pair', f"found {found!r}"
+    found = content('make_parse.txt')
+    assert found == 'parse-best', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('side_long.txt')
-    assert found == 'column-context', f"found {found!r}"
+    found = content('diff_column.txt')
+    assert found == 'parse-begin', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('make_find.txt')
-    assert found == 'blanks-header', f"found {found!r}"
+    found = content('blanks_pair.txt')
+    assert found == 'next-chunks', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('adjacent_pair.txt')
-    assert found == 'break-char', f"found {found!r}"
+    found = content('equal_default.txt')
+    assert found == 'diff-decode', f"found {found!r}"

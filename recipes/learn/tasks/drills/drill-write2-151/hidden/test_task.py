@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('context_parse.txt')
-    assert found == 'codes-list', f"found {found!r}"
+    found = content('delete_adjacent.txt')
+    assert found == 'match-long', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('best_char.txt')
-    assert found == 'decode-print', f"found {found!r}"
+    found = content('adjacent_long.txt')
+    assert found == 'long-mark', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('item_header.txt')
-    assert found == 'begin-diff', f"found {found!r}"
+    found = content('side_long.txt')
+    assert found == 'column-context', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('decode_form.txt')
-    assert found == 'decode-push', f"found {found!r}"
+    found = content('size_form.txt')
+    assert found == 'case-encode', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('item_sort.txt')
-    assert found == 'begin-sort', f"found {found!r}"
+    found = content('make_find.txt')
+    assert found == 'blanks-header', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('side_default.txt')
-    assert found == 'long-find', f"found {found!r}"
+    found = content('adjacent_pair.txt')
+    assert found == 'break-char', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('side_item.txt')
-    assert found == 'push-sort', f"found {found!r}"
+    found = content('codes_default.txt')
+    assert found == 'char-sort', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('find_begin.txt')
-    assert found == 'mark-list', f"found {found!r}"
+    found = content('context_parse.txt')
+    assert found == 'codes-list', f"found {found!r}"

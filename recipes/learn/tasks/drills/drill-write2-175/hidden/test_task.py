@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('break_chunks.txt')
-    assert found == 'mark-case', f"found {found!r}"
+    found = content('item_make.txt')
+    assert found == 'encode-decode', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('header_close.txt')
-    assert found == 'case-column', f"found {found!r}"
+    found = content('side_sort.txt')
+    assert found == 'long-sort', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('class_parse.txt')
-    assert found == 'push-break', f"found {found!r}"
+    found = content('group_codes.txt')
+    assert found == 'find-range', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('char_equal.txt')
-    assert found == 'form-adjacent', f"found {found!r}"
+    found = content('import_pair.txt')
+    assert found == 'list-delete', f"found {found!r}"

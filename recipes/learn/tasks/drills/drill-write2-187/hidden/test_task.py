@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('quick_header.txt')
-    assert found == 'push-side', f"found {found!r}"
+    found = content('column_case.txt')
+    assert found == 'case-begin', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('blocks_best.txt')
-    assert found == 'make-column', f"found {found!r}"
+    found = content('pair_equal.txt')
+    assert found == 'class-pair', f"found {found!r}"

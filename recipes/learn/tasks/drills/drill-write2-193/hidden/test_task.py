@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('size_break.txt')
-    assert found == 'next-match', f"found {found!r}"
+    found = content('match_form.txt')
+    assert found == 'break-group', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('quick_codes.txt')
-    assert found == 'codes-group', f"found {found!r}"
+    found = content('class_print.txt')
+    assert found == 'side-column', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('range_adjacent.txt')
-    assert found == 'adjacent-print', f"found {found!r}"
+    found = content('list_long.txt')
+    assert found == 'class-scan', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('print_delete.txt')
-    assert found == 'diff-char', f"found {found!r}"
+    found = content('check_encode.txt')
+    assert found == 'parse-item', f"found {found!r}"

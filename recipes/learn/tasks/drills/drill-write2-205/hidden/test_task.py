@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('data_quick.txt')
-    assert found == 'range-delete', f"found {found!r}"
+    found = content('list_codes.txt')
+    assert found == 'pair-blocks', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('make_side.txt')
-    assert found == 'list-header', f"found {found!r}"
+    found = content('quick_check.txt')
+    assert found == 'delete-break', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('quick_list.txt')
-    assert found == 'blocks-begin', f"found {found!r}"
+    found = content('blocks_best.txt')
+    assert found == 'make-column', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('header_codes.txt')
-    assert found == 'make-break', f"found {found!r}"
+    found = content('long_data.txt')
+    assert found == 'match-list', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('check_sort.txt')
-    assert found == 'range-column', f"found {found!r}"
+    found = content('size_break.txt')
+    assert found == 'next-match', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('close_push.txt')
-    assert found == 'equal-break', f"found {found!r}"
+    found = content('quick_codes.txt')
+    assert found == 'codes-group', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('data_mark.txt')
-    assert found == 'blanks-begin', f"found {found!r}"
+    found = content('group_begin.txt')
+    assert found == 'make-mark', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('decode_column.txt')
-    assert found == 'class-mark', f"found {found!r}"
+    found = content('range_adjacent.txt')
+    assert found == 'adjacent-print', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('delete_parse.txt')
-    assert found == 'blocks-find', f"found {found!r}"
+    found = content('list_context.txt')
+    assert found == 'blanks-group', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('delete_size.txt')
-    assert found == 'print-quick', f"found {found!r}"
+    found = content('group_chunks.txt')
+    assert found == 'decode-char', f"found {found!r}"

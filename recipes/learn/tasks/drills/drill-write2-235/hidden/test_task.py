@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('range_match.txt')
-    assert found == 'header-side', f"found {found!r}"
+    found = content('char_import.txt')
+    assert found == 'pair-char', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('sort_import.txt')
-    assert found == 'size-case', f"found {found!r}"
+    found = content('scan_data.txt')
+    assert found == 'delete-data', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('equal_encode.txt')
-    assert found == 'sort-class', f"found {found!r}"
+    found = content('encode_scan.txt')
+    assert found == 'long-encode', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('flag_codes.txt')
-    assert found == 'blanks-next', f"found {found!r}"
+    found = content('parse_pair.txt')
+    assert found == 'adjacent-form', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('side_size.txt')
-    assert found == 'decode-codes', f"found {found!r}"
+    found = content('equal_print.txt')
+    assert found == 'list-flag', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('item_print.txt')
-    assert found == 'import-item', f"found {found!r}"
+    found = content('mark_make.txt')
+    assert found == 'begin-import', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('decode_best.txt')
-    assert found == 'data-delete', f"found {found!r}"
+    found = content('context_check.txt')
+    assert found == 'size-diff', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('begin_push.txt')
-    assert found == 'encode-next', f"found {found!r}"
+    found = content('scan_next.txt')
+    assert found == 'header-class', f"found {found!r}"

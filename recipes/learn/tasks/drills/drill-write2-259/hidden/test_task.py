@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('context_long.txt')
-    assert found == 'pair-range', f"found {found!r}"
+    found = content('column_quick.txt')
+    assert found == 'codes-import', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('codes_data.txt')
-    assert found == 'diff-long', f"found {found!r}"
+    found = content('item_side.txt')
+    assert found == 'scan-best', f"found {found!r}"

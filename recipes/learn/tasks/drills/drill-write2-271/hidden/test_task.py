@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('group_delete.txt')
-    assert found == 'default-decode', f"found {found!r}"
+    found = content('equal_encode.txt')
+    assert found == 'sort-class', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('next_side.txt')
-    assert found == 'long-blanks', f"found {found!r}"
+    found = content('flag_codes.txt')
+    assert found == 'blanks-next', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('side_chunks.txt')
-    assert found == 'list-class', f"found {found!r}"
+    found = content('class_diff.txt')
+    assert found == 'group-default', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('push_next.txt')
-    assert found == 'encode-blocks', f"found {found!r}"
+    found = content('side_size.txt')
+    assert found == 'decode-codes', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('context_size.txt')
-    assert found == 'default-delete', f"found {found!r}"
+    found = content('column_find.txt')
+    assert found == 'column-item', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('delete_flag.txt')
-    assert found == 'default-print', f"found {found!r}"
+    found = content('size_make.txt')
+    assert found == 'chunks-encode', f"found {found!r}"

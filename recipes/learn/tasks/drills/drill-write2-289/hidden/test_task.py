@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('header_break.txt')
-    assert found == 'context-form', f"found {found!r}"
+    found = content('default_scan.txt')
+    assert found == 'char-decode', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('data_check.txt')
-    assert found == 'size-best', f"found {found!r}"
+    found = content('data_form.txt')
+    assert found == 'size-quick', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('parse_encode.txt')
-    assert found == 'begin-header', f"found {found!r}"
+    found = content('scan_begin.txt')
+    assert found == 'size-match', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('diff_flag.txt')
-    assert found == 'blanks-check', f"found {found!r}"
+    found = content('match_begin.txt')
+    assert found == 'decode-data', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('blanks_data.txt')
-    assert found == 'codes-check', f"found {found!r}"
+    found = content('encode_delete.txt')
+    assert found == 'class-quick', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('next_mark.txt')
-    assert found == 'quick-chunks', f"found {found!r}"
+    found = content('match_best.txt')
+    assert found == 'pair-column', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('find_break.txt')
-    assert found == 'pair-context', f"found {found!r}"
+    found = content('check_push.txt')
+    assert found == 'parse-data', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('blocks_adjacent.txt')
-    assert found == 'break-codes', f"found {found!r}"
+    found = content('flag_parse.txt')
+    assert found == 'delete-sort', f"found {found!r}"

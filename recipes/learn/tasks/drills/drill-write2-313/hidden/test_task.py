@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('diff_pair.txt')
-    assert found == 'push-begin', f"found {found!r}"
+    found = content('default_find.txt')
+    assert found == 'data-list', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('delete_codes.txt')
-    assert found == 'codes-case', f"found {found!r}"
+    found = content('encode_chunks.txt')
+    assert found == 'form-check', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('codes_flag.txt')
-    assert found == 'chunks-diff', f"found {found!r}"
+    found = content('delete_flag.txt')
+    assert found == 'default-print', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('group_form.txt')
-    assert found == 'pair-form', f"found {found!r}"
+    found = content('column_flag.txt')
+    assert found == 'blanks-adjacent', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('flag_pair.txt')
-    assert found == 'group-parse', f"found {found!r}"
+    found = content('header_break.txt')
+    assert found == 'context-form', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('close_header.txt')
-    assert found == 'scan-equal', f"found {found!r}"
+    found = content('data_check.txt')
+    assert found == 'size-best', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('print_item.txt')
-    assert found == 'encode-find', f"found {found!r}"
+    found = content('make_char.txt')
+    assert found == 'codes-decode', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('blocks_push.txt')
-    assert found == 'scan-range', f"found {found!r}"
+    found = content('parse_encode.txt')
+    assert found == 'begin-header', f"found {found!r}"

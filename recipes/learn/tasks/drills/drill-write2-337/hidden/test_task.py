@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('scan_header.txt')
-    assert found == 'char-adjacent', f"found {found!r}"
+    found = content('blanks_decode.txt')
+    assert found == 'match-sort', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('push_diff.txt')
-    assert found == 'make-blocks', f"found {found!r}"
+    found = content('sort_encode.txt')
+    assert found == 'case-make', f"found {found!r}"

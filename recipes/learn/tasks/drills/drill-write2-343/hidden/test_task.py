@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('break_equal.txt')
-    assert found == 'parse-form', f"found {found!r}"
+    found = content('parse_find.txt')
+    assert found == 'default-sort', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('chunks_item.txt')
-    assert found == 'size-mark', f"found {found!r}"
+    found = content('context_break.txt')
+    assert found == 'print-best', f"found {found!r}"

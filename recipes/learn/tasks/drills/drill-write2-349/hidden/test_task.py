@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('begin_list.txt')
-    assert found == 'decode-flag', f"found {found!r}"
+    found = content('print_column.txt')
+    assert found == 'match-data', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('check_column.txt')
-    assert found == 'pair-scan', f"found {found!r}"
+    found = content('match_column.txt')
+    assert found == 'import-data', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('match_header.txt')
-    assert found == 'chunks-list', f"found {found!r}"
+    found = content('item_column.txt')
+    assert found == 'make-codes', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('check_case.txt')
-    assert found == 'long-header', f"found {found!r}"
+    found = content('decode_blocks.txt')
+    assert found == 'blocks-case', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('find_adjacent.txt')
-    assert found == 'begin-delete', f"found {found!r}"
+    found = content('encode_import.txt')
+    assert found == 'close-group', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('list_form.txt')
-    assert found == 'data-find', f"found {found!r}"
+    found = content('decode_delete.txt')
+    assert found == 'break-begin', f"found {found!r}"

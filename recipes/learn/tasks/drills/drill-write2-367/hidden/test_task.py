@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('equal_import.txt')
-    assert found == 'header-long', f"found {found!r}"
+    found = content('next_flag.txt')
+    assert found == 'column-chunks', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('column_scan.txt')
-    assert found == 'diff-adjacent', f"found {found!r}"
+    found = content('column_size.txt')
+    assert found == 'equal-next', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('codes_chunks.txt')
-    assert found == 'context-decode', f"found {found!r}"
+    found = content('blocks_push.txt')
+    assert found == 'scan-range', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('begin_item.txt')
-    assert found == 'check-close', f"found {found!r}"
+    found = content('blanks_match.txt')
+    assert found == 'begin-codes', f"found {found!r}"

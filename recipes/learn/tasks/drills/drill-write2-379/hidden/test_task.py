@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('equal_long.txt')
-    assert found == 'break-form', f"found {found!r}"
+    found = content('scan_header.txt')
+    assert found == 'char-adjacent', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('begin_context.txt')
-    assert found == 'equal-data', f"found {found!r}"
+    found = content('push_diff.txt')
+    assert found == 'make-blocks', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('class_push.txt')
-    assert found == 'encode-quick', f"found {found!r}"
+    found = content('print_equal.txt')
+    assert found == 'scan-quick', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('range_find.txt')
-    assert found == 'blocks-data', f"found {found!r}"
+    found = content('break_equal.txt')
+    assert found == 'parse-form', f"found {found!r}"

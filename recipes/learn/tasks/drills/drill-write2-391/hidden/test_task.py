@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('delete_data.txt')
-    assert found == 'parse-sort', f"found {found!r}"
+    found = content('import_best.txt')
+    assert found == 'item-equal', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('delete_flag.txt')
-    assert found == 'range-case', f"found {found!r}"
+    found = content('break_class.txt')
+    assert found == 'char-codes', f"found {found!r}"

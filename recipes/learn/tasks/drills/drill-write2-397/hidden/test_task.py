@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('find_long.txt')
-    assert found == 'adjacent-flag', f"found {found!r}"
+    found = content('blanks_class.txt')
+    assert found == 'item-best', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('push_diff.txt')
-    assert found == 'diff-scan', f"found {found!r}"
+    found = content('scan_diff.txt')
+    assert found == 'best-list', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('match_quick.txt')
-    assert found == 'quick-column', f"found {found!r}"
+    found = content('char_size.txt')
+    assert found == 'default-close', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('close_best.txt')
-    assert found == 'delete-check', f"found {found!r}"
+    found = content('form_range.txt')
+    assert found == 'check-make', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('quick_group.txt')
-    assert found == 'size-make', f"found {found!r}"
+    found = content('encode_break.txt')
+    assert found == 'range-begin', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('make_best.txt')
-    assert found == 'import-equal', f"found {found!r}"
+    found = content('context_next.txt')
+    assert found == 'make-form', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('blanks_equal.txt')
-    assert found == 'begin-header', f"found {found!r}"
+    found = content('class_char.txt')
+    assert found == 'list-char', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('best_diff.txt')
-    assert found == 'data-char', f"found {found!r}"
+    found = content('break_make.txt')
+    assert found == 'column-equal', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('long_delete.txt')
-    assert found == 'chunks-size', f"found {found!r}"
+    found = content('header_case.txt')
+    assert found == 'parse-make', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('case_blocks.txt')
-    assert found == 'class-encode', f"found {found!r}"
+    found = content('encode_match.txt')
+    assert found == 'close-best', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('next_quick.txt')
-    assert found == 'size-close', f"found {found!r}"
+    found = content('begin_context.txt')
+    assert found == 'equal-decode', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('item_default.txt')
-    assert found == 'equal-pair', f"found {found!r}"
+    found = content('encode_list.txt')
+    assert found == 'flag-header', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('diff_item.txt')
-    assert found == 'case-item', f"found {found!r}"
+    found = content('class_quick.txt')
+    assert found == 'encode-scan', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('encode_blocks.txt')
-    assert found == 'begin-import', f"found {found!r}"
+    found = content('range_group.txt')
+    assert found == 'blocks-data', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('push_char.txt')
-    assert found == 'char-match', f"found {found!r}"
+    found = content('best_column.txt')
+    assert found == 'data-next', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('make_quick.txt')
-    assert found == 'make-group', f"found {found!r}"
+    found = content('delete_data.txt')
+    assert found == 'parse-blanks', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('pair_diff.txt')
-    assert found == 'item-range', f"found {found!r}"
+    found = content('push_encode.txt')
+    assert found == 'diff-range', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('form_begin.txt')
-    assert found == 'chunks-blocks', f"found {found!r}"
+    found = content('long_equal.txt')
+    assert found == 'class-header', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('parse_item.txt')
-    assert found == 'encode-make', f"found {found!r}"
+    found = content('flag_quick.txt')
+    assert found == 'case-long', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('blocks_flag.txt')
-    assert found == 'next-flag', f"found {found!r}"
+    found = content('char_break.txt')
+    assert found == 'case-mark', f"found {found!r}"

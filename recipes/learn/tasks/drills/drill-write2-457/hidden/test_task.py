@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('default_parse.txt')
-    assert found == 'break-class', f"found {found!r}"
+    found = content('long_case.txt')
+    assert found == 'form-close', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('size_form.txt')
-    assert found == 'blocks-encode', f"found {found!r}"
+    found = content('make_codes.txt')
+    assert found == 'sort-long', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('equal_encode.txt')
-    assert found == 'check-size', f"found {found!r}"
+    found = content('encode_case.txt')
+    assert found == 'default-encode', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('quick_make.txt')
-    assert found == 'adjacent-side', f"found {found!r}"
+    found = content('list_quick.txt')
+    assert found == 'context-quick', f"found {found!r}"

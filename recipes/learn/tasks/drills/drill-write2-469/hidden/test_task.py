@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('header_pair.txt')
-    assert found == 'size-begin', f"found {found!r}"
+    found = content('range_header.txt')
+    assert found == 'codes-parse', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('next_range.txt')
-    assert found == 'default-sort', f"found {found!r}"
+    found = content('header_break.txt')
+    assert found == 'delete-char', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('find_form.txt')
-    assert found == 'class-pair', f"found {found!r}"
+    found = content('default_match.txt')
+    assert found == 'next-equal', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('data_column.txt')
-    assert found == 'class-check', f"found {found!r}"
+    found = content('break_make.txt')
+    assert found == 'adjacent-pair', f"found {found!r}"

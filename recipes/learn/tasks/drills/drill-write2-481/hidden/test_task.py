@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('side_best.txt')
-    assert found == 'parse-equal', f"found {found!r}"
+    found = content('equal_parse.txt')
+    assert found == 'delete-column', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('item_match.txt')
-    assert found == 'chunks-flag', f"found {found!r}"
+    found = content('side_make.txt')
+    assert found == 'blanks-adjacent', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('quick_mark.txt')
-    assert found == 'codes-close', f"found {found!r}"
+    found = content('case_item.txt')
+    assert found == 'import-equal', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('header_next.txt')
-    assert found == 'list-delete', f"found {found!r}"
+    found = content('begin_import.txt')
+    assert found == 'parse-match', f"found {found!r}"

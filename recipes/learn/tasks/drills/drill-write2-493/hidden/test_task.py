@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('diff_case.txt')
-    assert found == 'flag-column', f"found {found!r}"
+    found = content('context_mark.txt')
+    assert found == 'char-decode', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('group_push.txt')
-    assert found == 'import-mark', f"found {found!r}"
+    found = content('size_blocks.txt')
+    assert found == 'context-blanks', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('break_close.txt')
-    assert found == 'default-column', f"found {found!r}"
+    found = content('group_blanks.txt')
+    assert found == 'flag-make', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('size_group.txt')
-    assert found == 'diff-char', f"found {found!r}"
+    found = content('find_adjacent.txt')
+    assert found == 'check-parse', f"found {found!r}"

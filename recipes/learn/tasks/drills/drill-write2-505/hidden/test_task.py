@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('decode_make.txt')
-    assert found == 'begin-sort', f"found {found!r}"
+    found = content('case_header.txt')
+    assert found == 'check-pair', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('quick_match.txt')
-    assert found == 'data-adjacent', f"found {found!r}"
+    found = content('range_long.txt')
+    assert found == 'char-form', f"found {found!r}"

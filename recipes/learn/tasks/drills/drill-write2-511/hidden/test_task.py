@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('diff_codes.txt')
-    assert found == 'delete-context', f"found {found!r}"
+    found = content('close_codes.txt')
+    assert found == 'delete-decode', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('item_case.txt')
-    assert found == 'import-diff', f"found {found!r}"
+    found = content('blanks_break.txt')
+    assert found == 'close-import', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('long_blanks.txt')
-    assert found == 'data-mark', f"found {found!r}"
+    found = content('check_context.txt')
+    assert found == 'adjacent-check', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('long_make.txt')
-    assert found == 'case-best', f"found {found!r}"
+    found = content('context_flag.txt')
+    assert found == 'make-range', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('codes_adjacent.txt')
-    assert found == 'size-break', f"found {found!r}"
+    found = content('sort_break.txt')
+    assert found == 'close-side', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('group_codes.txt')
-    assert found == 'diff-mark', f"found {found!r}"
+    found = content('adjacent_next.txt')
+    assert found == 'push-parse', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('match_break.txt')
-    assert found == 'break-equal', f"found {found!r}"
+    found = content('blanks_side.txt')
+    assert found == 'delete-import', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('decode_match.txt')
-    assert found == 'context-group', f"found {found!r}"
+    found = content('codes_group.txt')
+    assert found == 'item-sort', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('data_best.txt')
-    assert found == 'form-diff', f"found {found!r}"
+    found = content('class_close.txt')
+    assert found == 'import-size', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('begin_size.txt')
-    assert found == 'print-data', f"found {found!r}"
+    found = content('find_blocks.txt')
+    assert found == 'chunks-best', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('print_make.txt')
-    assert found == 'delete-group', f"found {found!r}"
+    found = content('parse_flag.txt')
+    assert found == 'scan-class', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('chunks_diff.txt')
-    assert found == 'equal-char', f"found {found!r}"
+    found = content('chunks_pair.txt')
+    assert found == 'encode-class', f"found {found!r}"

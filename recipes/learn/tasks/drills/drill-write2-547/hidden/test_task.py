@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('flag_class.txt')
-    assert found == 'range-default', f"found {found!r}"
+    found = content('case_encode.txt')
+    assert found == 'pair-list', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('pair_equal.txt')
-    assert found == 'next-size', f"found {found!r}"
+    found = content('codes_column.txt')
+    assert found == 'push-best', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('context_data.txt')
-    assert found == 'pair-match', f"found {found!r}"
+    found = content('close_range.txt')
+    assert found == 'group-context', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('chunks_encode.txt')
-    assert found == 'column-codes', f"found {found!r}"
+    found = content('char_data.txt')
+    assert found == 'best-scan', f"found {found!r}"

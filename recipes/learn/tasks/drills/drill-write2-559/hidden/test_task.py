@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('begin_check.txt')
-    assert found == 'long-class', f"found {found!r}"
+    found = content('range_pair.txt')
+    assert found == 'list-make', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('diff_size.txt')
-    assert found == 'pair-default', f"found {found!r}"
+    found = content('char_chunks.txt')
+    assert found == 'sort-begin', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('column_chunks.txt')
-    assert found == 'adjacent-char', f"found {found!r}"
+    found = content('mark_begin.txt')
+    assert found == 'delete-next', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('blocks_context.txt')
-    assert found == 'break-mark', f"found {found!r}"
+    found = content('list_break.txt')
+    assert found == 'break-adjacent', f"found {found!r}"

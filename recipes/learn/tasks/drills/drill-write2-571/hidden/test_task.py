@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('blanks_parse.txt')
-    assert found == 'char-list', f"found {found!r}"
+    found = content('size_sort.txt')
+    assert found == 'list-mark', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('import_data.txt')
-    assert found == 'parse-char', f"found {found!r}"
+    found = content('form_match.txt')
+    assert found == 'check-make', f"found {found!r}"

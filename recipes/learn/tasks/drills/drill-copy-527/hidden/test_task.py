@@ -1,0 +1,19 @@
+"""Hidden checks of task drill-copy-527, one pytest test each."""
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+
+def content(path):
+    file = HERE / path
+    return file.read_text(encoding="utf-8", errors="replace").strip() if file.is_file() else None
+
+
+def test_copy_content():
+    found = content('make_sort.txt')
+    assert found == 'next-size', f"found {found!r}"
+
+
+def test_source_unchanged():
+    found = content('size_best.txt')
+    assert found == 'next-size', f"found {found!r}"

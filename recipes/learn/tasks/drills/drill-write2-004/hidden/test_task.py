@@ -1,0 +1,19 @@
+"""Hidden checks of task drill-write2-004, one pytest test each."""
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+
+def content(path):
+    file = HERE / path
+    return file.read_text(encoding="utf-8", errors="replace").strip() if file.is_file() else None
+
+
+def test_first_content():
+    found = content('push_decode.txt')
+    assert found == 'scan-flag', f"found {found!r}"
+
+
+def test_second_content():
+    found = content('list_begin.txt')
+    assert found == 'data-range', f"found {found!r}"

@@ -1,0 +1,19 @@
+"""Hidden checks of task drill-write2-124, one pytest test each."""
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+
+def content(path):
+    file = HERE / path
+    return file.read_text(encoding="utf-8", errors="replace").strip() if file.is_file() else None
+
+
+def test_first_content():
+    found = content('begin_best.txt')
+    assert found == 'scan-blanks', f"found {found!r}"
+
+
+def test_second_content():
+    found = content('blanks_make.txt')
+    assert found == 'diff-default', f"found {found!r}"

@@ -1,0 +1,19 @@
+"""Hidden checks of task drill-write2-184, one pytest test each."""
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+
+def content(path):
+    file = HERE / path
+    return file.read_text(encoding="utf-8", errors="replace").strip() if file.is_file() else None
+
+
+def test_first_content():
+    found = content('side_default.txt')
+    assert found == 'long-find', f"found {found!r}"
+
+
+def test_second_content():
+    found = content('push_char.txt')
+    assert found == 'blocks-side', f"found {found!r}"

@@ -1,0 +1,19 @@
+"""Hidden checks of task drill-write2-400, one pytest test each."""
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+
+def content(path):
+    file = HERE / path
+    return file.read_text(encoding="utf-8", errors="replace").strip() if file.is_file() else None
+
+
+def test_first_content():
+    found = content('check_case.txt')
+    assert found == 'long-header', f"found {found!r}"
+
+
+def test_second_content():
+    found = content('match_chunks.txt')
+    assert found == 'print-find', f"found {found!r}"

@@ -1,0 +1,19 @@
+"""Hidden checks of task drill-write2-418, one pytest test each."""
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+
+def content(path):
+    file = HERE / path
+    return file.read_text(encoding="utf-8", errors="replace").strip() if file.is_file() else None
+
+
+def test_first_content():
+    found = content('check_delete.txt')
+    assert found == 'default-make', f"found {found!r}"
+
+
+def test_second_content():
+    found = content('print_chunks.txt')
+    assert found == 'codes-next', f"found {found!r}"
