@@ -1,17 +1,24 @@
-"""Does a checkpoint copy? Its probability of the right words where a `search` execution writes its file.
+"""Does a checkpoint copy? Its probability of the right words where a `search` execution copies them.
 
     python recipes/learn/copy_probe.py CHECKPOINT runs/<run> [--short] [--out probe.json]
 
-Reads the records of a run's `search` executions (a validation's, or any run's), takes each one's last main
-call that has its whole prompt (the instruction and the summary, before ``write_file``), appends the right
-``write_file`` call and, teacher-forced, reads the probability the model gives each word of the instructed
-file name (``path1``, ``path2``) and of the value the summary names (``value1``, ``value2``). A model that
-copies puts most of its probability there; one that does not sits at chance (one word of the suite's 45).
+Reads the records of a run's `search` executions (a validation's, or any run's) and, teacher-forced, reads the
+probability the model gives each copied word at two places:
+
+- the write call: each execution's last main call that has its whole prompt (the instruction and the summary,
+  before ``write_file``), with the right ``write_file`` call appended: the words of the instructed file name
+  (``path1``, ``path2``, copied from the instruction) and of the value the summary names (``value1``,
+  ``value2``, copied from the summary);
+- the report: the sub-agent that read the page holding the value, with the right ``report`` appended: the words
+  of the current value (``report1``, ``report2``), copied out of a tool's output.
+
+A model that copies puts most of its probability there; one that does not sits at chance (one word of the
+suite's 45).
 
 Why: the supervised warm start's loss is dominated by the conversation's fixed shape, so a warm start can end
 with a low loss and copy nothing (its greedy executions then all write one constant file). This checks it
 in seconds instead of a validation run. ``--short`` cuts each prompt as the warm start's short-context phase
-does (from the instruction's first name on), for a checkpoint trained only in that phase.
+does (from the task's own text on), for a checkpoint trained only in that phase.
 """
 
 from __future__ import annotations
@@ -25,22 +32,35 @@ from pathlib import Path
 
 PATH = re.compile(r'new file "([a-z]+)_([a-z]+)\.txt"')
 SUMMARY_VALUE = re.compile(r'Summary of your work so far:\nThe current value is "([a-z]+)-([a-z]+)"')
-SHORT_FROM = 'Task:\n'  # the short-context phase keeps the shared prompt's last token (the newline) onwards
-POSITIONS = ("path1", "path2", "value1", "value2")
+PAGE_VALUE = re.compile(r'\ncurrent value: "([a-z]+)-([a-z]+)"')  # a page's line (make_tasks.py: CURRENT_LINE)
+# the short-context phase keeps the shared prompt's last token (the newline) onwards
+SHORT_FROM = {"main": "Task:\n", "sub": "<|im_start|>user\n"}
+POSITIONS = ("path1", "path2", "value1", "value2", "report1", "report2")
 
 
-def write_contexts(run: Path, tokenizer) -> list[tuple[str, tuple[str, ...]]]:
-    """(prompt text, the four words) of each recorded search execution's write call."""
+def write_contexts(run: Path, tokenizer) -> list[tuple[str, str, str, tuple[str, ...]]]:
+    """(agent, prompt text, the right call, its copied words) of each recorded search execution's write call and
+    of the report of its sub-agent that read the value."""
+    from gyre.proxy.record_format import read_record_file
+
     contexts = []
     for records in sorted((run / "records").glob("*.jsonl")):
-        calls = [json.loads(line) for line in records.read_text().splitlines() if line.strip()]
-        whole = [c for c in calls if c.get("agent") == "main" and c.get("prompt_ids")]
-        if len(whole) < 2:  # the first main call has no summary yet
-            continue
-        text = tokenizer.decode(whole[-1]["prompt_ids"])
+        calls = read_record_file(records)
+        # the first main call after the summary rewrote the conversation: where the file is written
+        after = (text for call in calls if call.agent == "main"
+                 for text in [tokenizer.decode(list(call.prompt_ids))] if SUMMARY_VALUE.search(text))
+        text = next(after, "")
         path, value = PATH.search(text), SUMMARY_VALUE.search(text)
         if path and value:
-            contexts.append((text, (*path.groups(), *value.groups())))
+            a, b, c, d = (*path.groups(), *value.groups())
+            contexts.append(("main", text, f'<tool_call>\n{{"name": "write_file", "arguments": {{"path": "{a}_{b}.txt", '
+                                            f'"content": "{c}-{d}"}}}}', (a, b, c, d)))
+        for call in calls:  # the sub-agent whose page holds the value, at its report (after the page)
+            text = tokenizer.decode(list(call.prompt_ids))
+            if call.agent == "sub" and "<tool_response>" in text and (found := PAGE_VALUE.search(text)):
+                a, b = found.groups()
+                contexts.append(("sub", text, f'<tool_call>\n{{"name": "report", "arguments": {{"report": '
+                                              f'"The current value is \\"{a}-{b}\\"."}}}}', (a, b)))
     return contexts
 
 
@@ -55,18 +75,16 @@ def probe(checkpoint: str, run: Path, short: bool = False) -> dict[str, dict[str
     if not contexts:
         raise SystemExit(f"{run}: no recorded search execution with a write call after its summary")
     totals: dict[str, list[float]] = defaultdict(lambda: [0, 0.0, 0])  # argmax right, sum of log p, tokens
-    for text, words in contexts:
+    for agent, text, call, words in contexts:
         if short:
-            text = text[text.index(SHORT_FROM) + len(SHORT_FROM) - 1:]
-        call = (f'<tool_call>\n{{"name": "write_file", "arguments": {{"path": "{words[0]}_{words[1]}.txt", '
-                f'"content": "{words[2]}-{words[3]}"}}}}')
+            text = text[text.index(SHORT_FROM[agent]) + len(SHORT_FROM[agent]) - 1:]
         prompt = tokenizer.encode(text, add_special_tokens=False)
         target = tokenizer.encode(call, add_special_tokens=False)
         with torch.no_grad():
             logp = torch.log_softmax(model(torch.tensor([prompt + target])).logits[0].float(), dim=-1)
         # each word is one token (make_tasks.py picks them so); find it after the previous one
         at = 0
-        for position, word in zip(POSITIONS, words):
+        for position, word in zip(POSITIONS if agent == "main" else POSITIONS[4:], words):
             token = tokenizer.encode(word, add_special_tokens=False)[0]
             at = target.index(token, at)
             row = logp[len(prompt) + at - 1]

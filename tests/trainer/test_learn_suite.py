@@ -157,7 +157,8 @@ def test_the_short_context_phase_cuts_each_conversations_shared_prompt(demonstra
 
 def test_the_copy_probe_reads_every_write_context_the_harness_records(demonstrated, tmp_path):
     """recipes/learn/copy_probe.py on the demonstrations' records (the real harness's prompts through the proxy):
-    every execution's instruction and summary are found, and each word is scored once per execution."""
+    every execution's instruction, summary and the page its sub-agent reports from are found, and each word is
+    scored once per execution."""
     spec = importlib.util.spec_from_file_location("copy_probe", ROOT / "recipes" / "learn" / "copy_probe.py")
     copy_probe = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(copy_probe)
