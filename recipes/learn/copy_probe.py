@@ -5,8 +5,8 @@
 Reads the records of a run's `search` executions (a validation's, or any run's) and, teacher-forced, reads the
 probability the model gives each copied word at two places:
 
-- the write call: each execution's last main call that has its whole prompt (the instruction and the summary,
-  before ``write_file``), with the right ``write_file`` call appended: the words of the instructed file name
+- the write call: each execution's first main call after the summary rewrote its conversation (the
+  instruction and the summary, before ``write_file``), with the right ``write_file`` call appended: the words of the instructed file name
   (``path1``, ``path2``, copied from the instruction) and of the value the summary names (``value1``,
   ``value2``, copied from the summary);
 - the report: the sub-agent that read the page holding the value, with the right ``report`` appended: the words
@@ -45,19 +45,16 @@ def write_contexts(run: Path, tokenizer) -> list[tuple[str, str, str, tuple[str,
 
     contexts = []
     for records in sorted((run / "records").glob("*.jsonl")):
-        calls = read_record_file(records)
+        prompts = [(call.agent, tokenizer.decode(list(call.prompt_ids))) for call in read_record_file(records)]
         # the first main call after the summary rewrote the conversation: where the file is written
-        after = (text for call in calls if call.agent == "main"
-                 for text in [tokenizer.decode(list(call.prompt_ids))] if SUMMARY_VALUE.search(text))
-        text = next(after, "")
+        text = next((text for agent, text in prompts if agent == "main" and SUMMARY_VALUE.search(text)), "")
         path, value = PATH.search(text), SUMMARY_VALUE.search(text)
         if path and value:
             a, b, c, d = (*path.groups(), *value.groups())
             contexts.append(("main", text, f'<tool_call>\n{{"name": "write_file", "arguments": {{"path": "{a}_{b}.txt", '
                                             f'"content": "{c}-{d}"}}}}', (a, b, c, d)))
-        for call in calls:  # the sub-agent whose page holds the value, at its report (after the page)
-            text = tokenizer.decode(list(call.prompt_ids))
-            if call.agent == "sub" and "<tool_response>" in text and (found := PAGE_VALUE.search(text)):
+        for agent, text in prompts:  # the sub-agent whose page holds the value, at its report (after the page)
+            if agent == "sub" and "<tool_response>" in text and (found := PAGE_VALUE.search(text)):
                 a, b = found.groups()
                 contexts.append(("sub", text, f'<tool_call>\n{{"name": "report", "arguments": {{"report": '
                                               f'"The current value is \\"{a}-{b}\\"."}}}}', (a, b)))

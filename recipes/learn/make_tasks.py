@@ -37,14 +37,14 @@ without writing the file with probability 0.25. In the other families it picks t
 probability 0.35, stops after the first of two files with probability 0.3, and copies into the source path
 instead of the new one with probability 0.35.
 
-``drills/`` (training only, never validated) holds ``--drills`` tasks of the copying families (``write``,
-``write2``) with their demonstrations: the recipe's warm start demonstrates them beside the training split
-(``warm_start.also_demonstrate``). Why: in a ``search`` demonstration the names the model must copy are ~3%
-of its trained tokens, and a warm start on those alone learned the conversation's shape and copied nothing
-(every greedy dev execution wrote one constant file); with the drills mixed in, copying the instructed name
-appears in the short-context phase and survives the whole prompts (recipes/learn/README.md). Their strings
-avoid every dev and test string; they may repeat training ones and each other (renaming replaces them at
-every step anyway).
+``drills/`` (training only, never validated) holds ``--drills`` tasks of the copying families
+(``--drill-families``: ``write``, ``write2``, ``copy``) with their demonstrations: the recipe's warm start
+demonstrates them beside the training split (``warm_start.also_demonstrate``). Why: in a ``search``
+demonstration the names the model must copy are ~3% of its trained tokens, and a warm start on those alone
+learned the conversation's shape and copied nothing (every greedy dev execution wrote one constant file).
+Which mix makes copying appear is measured in recipes/learn/README.md ("Does the warm start copy?"). Their
+strings avoid every dev and test string; they may repeat training ones and each other (renaming replaces them
+at every step anyway).
 
 ``rename.json`` lists the words the warm start may rename in its demonstrations (``sft.rename_file``,
 `gyre.trainer.renaming`: fresh names at every supervised step, so that the model learns to copy names
@@ -416,6 +416,10 @@ def generate(out: Path, counts: dict[str, int], families: tuple[str, ...], words
     return tasks
 
 
+def comma_list(flag: str) -> tuple[str, ...]:
+    return tuple(name.strip() for name in flag.split(",") if name.strip())
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "tasks")
@@ -428,11 +432,8 @@ def main() -> None:
     parser.add_argument("--words", type=int, default=45, help="how many words names are made of")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
-    def names(flag: str) -> tuple[str, ...]:
-        return tuple(name.strip() for name in flag.split(",") if name.strip())
-
-    tasks = generate(args.out, {"train": args.train, "dev": args.dev, "test": args.test}, names(args.families),
-                     args.words, args.seed, drills=args.drills, drill_families=names(args.drill_families))
+    tasks = generate(args.out, {"train": args.train, "dev": args.dev, "test": args.test}, comma_list(args.families),
+                     args.words, args.seed, drills=args.drills, drill_families=comma_list(args.drill_families))
     print("wrote " + ", ".join(f"{len(found)} {split}" for split, found in tasks.items()) + f" tasks under {args.out}")
 
 

@@ -65,7 +65,7 @@ def test_the_committed_suite_regenerates_byte_for_byte_and_its_splits_share_no_s
     assert min(len(found) for found in strings.values()) >= 3 * 48  # the output path, the current and the outdated value
     for first, second in (("train", "dev"), ("train", "test"), ("dev", "test"), ("drills", "dev"), ("drills", "test")):
         assert not strings[first] & strings[second], (first, second, sorted(strings[first] & strings[second])[:5])
-    # the drills are the copying families, demonstrated (training only), half of them with two files
+    # the drills are the copying families, demonstrated (training only), a third of them with two files
     drills = sorted((SUITE / "drills").iterdir())
     assert Counter(task.name.split("-")[1] for task in drills) == {"write": 192, "write2": 192, "copy": 192}
     assert all((task / "demonstrations.jsonl").is_file() for task in drills)
