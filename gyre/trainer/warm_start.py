@@ -16,6 +16,7 @@ import json
 import logging
 import shutil
 import time
+from collections import Counter
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -36,7 +37,12 @@ WARM_START_VERSION = 2
 def record_suite_demonstrations(cfg: Any, model_path: str, per_task: int, run_dir: Path,
                                 also: list[str] = ()) -> DemonstrationSet:
     """Record ``per_task`` demonstrations of every task of ``cfg.env`` and of the task folders ``also`` (same
-    domain and loader) with ``cfg.harness``; read them back."""
+    domain and loader) with ``cfg.harness``; read them back.
+
+    A finished recording of the same request in ``run_dir`` (its ``demonstrations.json`` names what was
+    recorded: the task folders' contents, the harness, the model's tokenizer, the count and the seed) is read
+    back instead (``sft.resume=true`` continues from it); anything else there is removed first, so no
+    execution finds its folder taken."""
     from dataclasses import replace
 
     from gyre.envs.config import EnvConfig
@@ -44,14 +50,23 @@ def record_suite_demonstrations(cfg: Any, model_path: str, per_task: int, run_di
     from gyre.harness.demonstrations import record_demonstrations
 
     env = EnvConfig.from_config(cfg.env)
+    folders = [env, *(replace(env, path=str(path)) for path in also)]
     tasks = []
-    for folder in (env, *(replace(env, path=str(path)) for path in also)):
+    for folder in folders:
         loaded = folder.load()  # the loader warns about each broken task it skips
         if not loaded.tasks:
             raise ValueError(f"{folder.path!r} ({folder.resolved_path()}) holds no loadable {env.domain} task to demonstrate")
         tasks += loaded.tasks
     if len({task.id for task in tasks}) < len(tasks):
         raise ValueError(f"the task folders to demonstrate ({env.path!r}, {list(also)}) share task ids")
+    request = recording_request(cfg, model_path, per_task, [folder.resolved_path() for folder in folders])
+    summary_path = run_dir / "demonstrations.json"
+    if summary_path.is_file() and json.loads(summary_path.read_text()).get("request") == request:
+        log.info("reusing the demonstrations already recorded in %s (the same tasks, harness and count)", run_dir)
+        return load_records([run_dir / "records"])
+    if run_dir.exists():
+        log.info("recording anew into %s: what it holds is unfinished or of another request", run_dir)
+        shutil.rmtree(run_dir)
     harness = HarnessConfig.from_mapping(to_plain(cfg.harness))
     run = asyncio.run(record_demonstrations(
         tasks, model_path=model_path, harness_config=harness, sandbox=env.sandbox, run_dir=run_dir,
@@ -60,9 +75,22 @@ def record_suite_demonstrations(cfg: Any, model_path: str, per_task: int, run_di
     log.info("recorded %d demonstrations (mean reward %.3f) into %s", len(run.executions), run.mean_reward, run.records)
     summary = {"executions": len(run.executions), "mean_reward": run.mean_reward,
                "pass_rate": sum(e.reward >= 1.0 for e in run.executions) / max(1, len(run.executions)),
-               "behaviours": run.behaviours}
-    (run_dir / "demonstrations.json").write_text(json.dumps(summary, indent=1))
+               "statuses": dict(Counter(execution.status for execution in run.executions)),
+               "behaviours": run.behaviours, "request": request}
+    summary_path.write_text(json.dumps(summary, indent=1))  # written last: its presence marks a finished recording
     return load_records([run.records])
+
+
+def recording_request(cfg: Any, model_path: str, per_task: int, folders: list[Path]) -> str:
+    """A digest of everything a scripted recording depends on: the task folders' files, the count, the seed,
+    the harness settings that shape a demonstration, the sandbox, and the tokenizer that turns it into tokens."""
+    from gyre.models import resolve_model_path
+
+    tokenizer_files = sorted(p for p in resolve_model_path(model_path).glob("tokenizer*") if p.is_file())
+    payload = {"folders": [_files_digest(folder) for folder in folders], "per_task": per_task, "seed": int(cfg.seed),
+               "harness": demonstration_harness(cfg), "sandbox": to_plain(cfg.env).get("sandbox"),
+               "tokenizer": [(p.name, hashlib.sha256(p.read_bytes()).hexdigest()) for p in tokenizer_files]}
+    return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
 def supervised_run(cfg: Any, sft_section: Any, run_dir: Path, *, records: list[str] = (), transcripts: list[str] = (),

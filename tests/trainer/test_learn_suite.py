@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import filecmp
 import importlib.util
+import json
 import re
 import sys
 from collections import Counter
@@ -103,6 +104,22 @@ def test_the_warm_start_demonstrates_the_drills_beside_the_training_tasks(tmp_pa
     # a drill is one conversation with a write call per file it names
     drill = next(example for example in data.examples if "-drill-" in example.execution_id)
     assert {call.agent for call in drill.calls} == {"main"}
+
+    # The same request again (`gyre.sft ... sft.resume=true`) reads the finished recording back: nothing is
+    # recorded twice into the same folder (every execution's folder would be taken)
+    records = tmp_path / "demos" / "records"
+    written = {path.name: path.stat().st_mtime_ns for path in records.iterdir()}
+    summary = (tmp_path / "demos" / "demonstrations.json").read_text()
+    assert json.loads(summary)["statuses"] == {"finished": len(data.examples)}
+    again = record_suite_demonstrations(cfg, "tiny", 1, tmp_path / "demos", also=[str(tmp_path / "suite" / "drills")])
+    assert {path.name: path.stat().st_mtime_ns for path in records.iterdir()} == written
+    assert (tmp_path / "demos" / "demonstrations.json").read_text() == summary
+    assert [e.execution_id for e in again.examples] == [e.execution_id for e in data.examples]
+    # another request into the same folder records anew, every execution from scratch
+    twice = record_suite_demonstrations(cfg, "tiny", 2, tmp_path / "demos", also=[str(tmp_path / "suite" / "drills")])
+    assert len(twice.examples) == 2 * len(data.examples) and all(example.calls for example in twice.examples)
+    summary = json.loads((tmp_path / "demos" / "demonstrations.json").read_text())
+    assert summary["statuses"] == {"finished": 2 * len(data.examples)}
     with pytest.raises(ValueError, match="share task ids"):
         record_suite_demonstrations(cfg, "tiny", 1, tmp_path / "again", also=[str(tmp_path / "suite" / "train")])
 
