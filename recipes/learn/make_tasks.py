@@ -44,7 +44,8 @@ demonstration the names the model must copy are ~3% of its trained tokens, and a
 learned the conversation's shape and copied nothing (every greedy dev execution wrote one constant file).
 Which mix makes copying appear is measured in recipes/learn/README.md ("Does the warm start copy?"). Their
 strings avoid every dev and test string; they may repeat training ones and each other (renaming replaces them
-at every step anyway).
+at every step anyway). Their names may also use ``ANCHOR_WORDS`` ("file"), words of the fixed texts that
+renaming never touches: without such an anchor, copying did not appear in the supervised stage.
 
 ``rename.json`` lists the words the warm start may rename in its demonstrations (``sft.rename_file``,
 `gyre.trainer.renaming`: fresh names at every supervised step, so that the model learns to copy names
@@ -77,6 +78,12 @@ RENAME_FILE = "rename.json"
 SPLITS = ("train", "dev", "test")
 HELD_OUT = ("dev", "test")
 DRILLS = "drills"  # training-only copying tasks the warm start demonstrates (never validated)
+# Words of the fixed texts that the drills' names may use too ("file" is in `write_file`, `read_file`, "the file").
+# Renaming never touches them (it would rewrite the tool names), so their token stays the same in every step's
+# names: an anchor a small model learns to copy first, and copying every other name follows. Without one the
+# drills never made copying appear (900 short-context steps); with "file" in the names it appears by ~400, as it
+# did on the earlier suite, whose names used fixed-text words by accident (recipes/learn/README.md).
+ANCHOR_WORDS = ("file",)
 
 # The search family (the recipe's). CONTEXT_CHARS must equal harness.reference.context_chars of
 # conf/recipe/learn.yaml (tested): the demonstrator's conversation passes it once, after the six reports.
@@ -404,7 +411,8 @@ def generate(out: Path, counts: dict[str, int], families: tuple[str, ...], words
     held_out_pairs = set(strings.used)
     tasks["train"] = make_tasks("train", counts["train"], families, strings, rng)
     if drills:  # their own pairs and generator, so the splits above are the same with or without them
-        drill_strings = Strings(usable[:words], random.Random(f"{seed}-{DRILLS}"), avoid=held_out_pairs, reuse=True)
+        drill_strings = Strings([*usable[:words], *ANCHOR_WORDS], random.Random(f"{seed}-{DRILLS}"), avoid=held_out_pairs,
+                                reuse=True)
         tasks[DRILLS] = make_tasks("drill", drills, drill_families, drill_strings, random.Random(f"{seed}-{DRILLS}"))
     for split in (*SPLITS, DRILLS, "heldout"):  # heldout: the two-split layout this suite had before
         shutil.rmtree(out / split, ignore_errors=True)

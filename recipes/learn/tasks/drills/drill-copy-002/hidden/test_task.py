@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('match_parse.txt')
-    assert found == 'next-size', f"found {found!r}"
+    found = content('list_chunks.txt')
+    assert found == 'mark-context', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('long_list.txt')
-    assert found == 'next-size', f"found {found!r}"
+    found = content('equal_check.txt')
+    assert found == 'mark-context', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('make_scan.txt')
-    assert found == 'find-close', f"found {found!r}"
+    found = content('column_next.txt')
+    assert found == 'make-begin', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('column_sort.txt')
-    assert found == 'find-close', f"found {found!r}"
+    found = content('form_data.txt')
+    assert found == 'make-begin', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('find_case.txt')
-    assert found == 'check-print', f"found {found!r}"
+    found = content('decode_push.txt')
+    assert found == 'file-parse', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('delete_next.txt')
-    assert found == 'check-print', f"found {found!r}"
+    found = content('match_data.txt')
+    assert found == 'file-parse', f"found {found!r}"

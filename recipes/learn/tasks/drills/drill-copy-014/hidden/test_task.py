@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('break_form.txt')
-    assert found == 'pair-break', f"found {found!r}"
+    found = content('list_column.txt')
+    assert found == 'case-scan', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('case_adjacent.txt')
-    assert found == 'pair-break', f"found {found!r}"
+    found = content('size_encode.txt')
+    assert found == 'case-scan', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('next_blocks.txt')
-    assert found == 'import-long', f"found {found!r}"
+    found = content('flag_size.txt')
+    assert found == 'scan-group', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('side_decode.txt')
-    assert found == 'import-long', f"found {found!r}"
+    found = content('push_case.txt')
+    assert found == 'scan-group', f"found {found!r}"

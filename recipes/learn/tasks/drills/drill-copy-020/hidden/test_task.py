@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('push_list.txt')
-    assert found == 'parse-equal', f"found {found!r}"
+    found = content('match_flag.txt')
+    assert found == 'size-form', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('sort_header.txt')
-    assert found == 'parse-equal', f"found {found!r}"
+    found = content('sort_begin.txt')
+    assert found == 'size-form', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('import_codes.txt')
-    assert found == 'next-long', f"found {found!r}"
+    found = content('encode_pair.txt')
+    assert found == 'default-data', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('blanks_chunks.txt')
-    assert found == 'next-long', f"found {found!r}"
+    found = content('equal_default.txt')
+    assert found == 'default-data', f"found {found!r}"

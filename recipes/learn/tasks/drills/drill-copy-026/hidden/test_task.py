@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('case_range.txt')
-    assert found == 'chunks-flag', f"found {found!r}"
+    found = content('chunks_column.txt')
+    assert found == 'close-class', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('delete_match.txt')
-    assert found == 'chunks-flag', f"found {found!r}"
+    found = content('best_check.txt')
+    assert found == 'close-class', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('encode_char.txt')
-    assert found == 'parse-diff', f"found {found!r}"
+    found = content('item_class.txt')
+    assert found == 'column-char', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('item_case.txt')
-    assert found == 'parse-diff', f"found {found!r}"
+    found = content('pair_find.txt')
+    assert found == 'column-char', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('flag_list.txt')
-    assert found == 'next-close', f"found {found!r}"
+    found = content('next_case.txt')
+    assert found == 'item-form', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('pair_diff.txt')
-    assert found == 'next-close', f"found {found!r}"
+    found = content('best_header.txt')
+    assert found == 'item-form', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('blocks_context.txt')
-    assert found == 'size-equal', f"found {found!r}"
+    found = content('close_next.txt')
+    assert found == 'begin-group', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('case_class.txt')
-    assert found == 'size-equal', f"found {found!r}"
+    found = content('equal_import.txt')
+    assert found == 'begin-group', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('char_column.txt')
-    assert found == 'char-header', f"found {found!r}"
+    found = content('context_begin.txt')
+    assert found == 'quick-match', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('next_data.txt')
-    assert found == 'char-header', f"found {found!r}"
+    found = content('find_flag.txt')
+    assert found == 'quick-match', f"found {found!r}"

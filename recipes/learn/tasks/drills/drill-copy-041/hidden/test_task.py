@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('close_begin.txt')
-    assert found == 'pair-match', f"found {found!r}"
+    found = content('blanks_print.txt')
+    assert found == 'file-codes', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('class_best.txt')
-    assert found == 'pair-match', f"found {found!r}"
+    found = content('check_size.txt')
+    assert found == 'file-codes', f"found {found!r}"

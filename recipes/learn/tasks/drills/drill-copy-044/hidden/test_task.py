@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('match_import.txt')
-    assert found == 'import-encode', f"found {found!r}"
+    found = content('data_pair.txt')
+    assert found == 'class-encode', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('range_quick.txt')
-    assert found == 'import-encode', f"found {found!r}"
+    found = content('diff_sort.txt')
+    assert found == 'class-encode', f"found {found!r}"

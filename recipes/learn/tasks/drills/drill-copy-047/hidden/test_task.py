@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('side_scan.txt')
-    assert found == 'long-diff', f"found {found!r}"
+    found = content('chunks_blocks.txt')
+    assert found == 'context-close', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('break_diff.txt')
-    assert found == 'long-diff', f"found {found!r}"
+    found = content('side_diff.txt')
+    assert found == 'context-close', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('codes_quick.txt')
-    assert found == 'item-adjacent', f"found {found!r}"
+    found = content('chunks_default.txt')
+    assert found == 'diff-side', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('check_context.txt')
-    assert found == 'item-adjacent', f"found {found!r}"
+    found = content('file_item.txt')
+    assert found == 'diff-side', f"found {found!r}"

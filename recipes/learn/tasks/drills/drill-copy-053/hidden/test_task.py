@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('context_push.txt')
-    assert found == 'blanks-form', f"found {found!r}"
+    found = content('side_adjacent.txt')
+    assert found == 'equal-sort', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('char_pair.txt')
-    assert found == 'blanks-form', f"found {found!r}"
+    found = content('delete_quick.txt')
+    assert found == 'equal-sort', f"found {found!r}"

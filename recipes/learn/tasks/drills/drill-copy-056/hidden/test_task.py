@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('column_encode.txt')
-    assert found == 'header-range', f"found {found!r}"
+    found = content('column_context.txt')
+    assert found == 'header-chunks', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('class_sort.txt')
-    assert found == 'header-range', f"found {found!r}"
+    found = content('char_close.txt')
+    assert found == 'header-chunks', f"found {found!r}"

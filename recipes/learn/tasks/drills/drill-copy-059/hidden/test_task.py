@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('context_column.txt')
-    assert found == 'list-push', f"found {found!r}"
+    found = content('close_find.txt')
+    assert found == 'equal-range', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('check_list.txt')
-    assert found == 'list-push', f"found {found!r}"
+    found = content('size_break.txt')
+    assert found == 'equal-range', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('equal_decode.txt')
-    assert found == 'header-blanks', f"found {found!r}"
+    found = content('import_encode.txt')
+    assert found == 'long-blocks', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('find_side.txt')
-    assert found == 'header-blanks', f"found {found!r}"
+    found = content('list_check.txt')
+    assert found == 'long-blocks', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('class_equal.txt')
-    assert found == 'break-mark', f"found {found!r}"
+    found = content('context_blocks.txt')
+    assert found == 'adjacent-push', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('diff_blanks.txt')
-    assert found == 'break-mark', f"found {found!r}"
+    found = content('header_equal.txt')
+    assert found == 'adjacent-push', f"found {found!r}"

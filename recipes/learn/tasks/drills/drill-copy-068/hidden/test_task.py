@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('sort_codes.txt')
-    assert found == 'best-header', f"found {found!r}"
+    found = content('break_list.txt')
+    assert found == 'make-item', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('match_blanks.txt')
-    assert found == 'best-header', f"found {found!r}"
+    found = content('class_column.txt')
+    assert found == 'make-item', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('close_range.txt')
-    assert found == 'parse-sort', f"found {found!r}"
+    found = content('best_group.txt')
+    assert found == 'chunks-side', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('default_quick.txt')
-    assert found == 'parse-sort', f"found {found!r}"
+    found = content('adjacent_header.txt')
+    assert found == 'chunks-side', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('best_case.txt')
-    assert found == 'flag-sort', f"found {found!r}"
+    found = content('parse_check.txt')
+    assert found == 'default-blanks', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('push_quick.txt')
-    assert found == 'flag-sort', f"found {found!r}"
+    found = content('close_match.txt')
+    assert found == 'default-blanks', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('column_mark.txt')
-    assert found == 'item-decode', f"found {found!r}"
+    found = content('flag_import.txt')
+    assert found == 'adjacent-parse', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('column_print.txt')
-    assert found == 'item-decode', f"found {found!r}"
+    found = content('best_blocks.txt')
+    assert found == 'adjacent-parse', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('diff_find.txt')
-    assert found == 'mark-equal', f"found {found!r}"
+    found = content('import_pair.txt')
+    assert found == 'default-adjacent', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('range_decode.txt')
-    assert found == 'mark-equal', f"found {found!r}"
+    found = content('column_equal.txt')
+    assert found == 'default-adjacent', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('side_best.txt')
-    assert found == 'encode-item', f"found {found!r}"
+    found = content('make_range.txt')
+    assert found == 'close-file', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('blanks_delete.txt')
-    assert found == 'encode-item', f"found {found!r}"
+    found = content('diff_best.txt')
+    assert found == 'close-file', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('import_list.txt')
-    assert found == 'flag-encode', f"found {found!r}"
+    found = content('encode_class.txt')
+    assert found == 'sort-group', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('begin_side.txt')
-    assert found == 'flag-encode', f"found {found!r}"
+    found = content('size_check.txt')
+    assert found == 'sort-group', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('equal_form.txt')
-    assert found == 'make-delete', f"found {found!r}"
+    found = content('import_best.txt')
+    assert found == 'find-char', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('make_best.txt')
-    assert found == 'make-delete', f"found {found!r}"
+    found = content('delete_decode.txt')
+    assert found == 'find-char', f"found {found!r}"

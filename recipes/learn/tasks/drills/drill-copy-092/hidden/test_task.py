@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('print_begin.txt')
-    assert found == 'range-scan', f"found {found!r}"
+    found = content('long_flag.txt')
+    assert found == 'encode-file', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('char_quick.txt')
-    assert found == 'range-scan', f"found {found!r}"
+    found = content('context_range.txt')
+    assert found == 'encode-file', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('check_long.txt')
-    assert found == 'long-equal', f"found {found!r}"
+    found = content('context_best.txt')
+    assert found == 'scan-check', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('adjacent_sort.txt')
-    assert found == 'long-equal', f"found {found!r}"
+    found = content('pair_delete.txt')
+    assert found == 'scan-check', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('data_next.txt')
-    assert found == 'column-data', f"found {found!r}"
+    found = content('group_column.txt')
+    assert found == 'group-pair', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('parse_close.txt')
-    assert found == 'column-data', f"found {found!r}"
+    found = content('adjacent_default.txt')
+    assert found == 'group-pair', f"found {found!r}"

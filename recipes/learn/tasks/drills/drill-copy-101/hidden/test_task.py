@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('list_print.txt')
-    assert found == 'best-flag', f"found {found!r}"
+    found = content('adjacent_break.txt')
+    assert found == 'range-scan', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('long_flag.txt')
-    assert found == 'best-flag', f"found {found!r}"
+    found = content('scan_best.txt')
+    assert found == 'range-scan', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('close_import.txt')
-    assert found == 'default-match', f"found {found!r}"
+    found = content('diff_group.txt')
+    assert found == 'parse-class', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('break_import.txt')
-    assert found == 'default-match', f"found {found!r}"
+    found = content('blocks_push.txt')
+    assert found == 'parse-class', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('next_parse.txt')
-    assert found == 'chunks-print', f"found {found!r}"
+    found = content('find_column.txt')
+    assert found == 'header-form', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('parse_next.txt')
-    assert found == 'chunks-print', f"found {found!r}"
+    found = content('close_encode.txt')
+    assert found == 'header-form', f"found {found!r}"

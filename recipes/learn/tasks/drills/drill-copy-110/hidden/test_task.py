@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('group_adjacent.txt')
-    assert found == 'close-equal', f"found {found!r}"
+    found = content('long_encode.txt')
+    assert found == 'best-equal', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('delete_list.txt')
-    assert found == 'close-equal', f"found {found!r}"
+    found = content('parse_data.txt')
+    assert found == 'best-equal', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('make_long.txt')
-    assert found == 'diff-next', f"found {found!r}"
+    found = content('decode_close.txt')
+    assert found == 'sort-find', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('chunks_close.txt')
-    assert found == 'diff-next', f"found {found!r}"
+    found = content('equal_make.txt')
+    assert found == 'sort-find', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('char_flag.txt')
-    assert found == 'group-blocks', f"found {found!r}"
+    found = content('print_chunks.txt')
+    assert found == 'make-blocks', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('default_parse.txt')
-    assert found == 'group-blocks', f"found {found!r}"
+    found = content('print_class.txt')
+    assert found == 'make-blocks', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('make_data.txt')
-    assert found == 'blocks-codes', f"found {found!r}"
+    found = content('make_match.txt')
+    assert found == 'best-pair', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('item_group.txt')
-    assert found == 'blocks-codes', f"found {found!r}"
+    found = content('adjacent_form.txt')
+    assert found == 'best-pair', f"found {found!r}"

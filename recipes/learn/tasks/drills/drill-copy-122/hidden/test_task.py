@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('push_close.txt')
-    assert found == 'delete-import', f"found {found!r}"
+    found = content('adjacent_find.txt')
+    assert found == 'flag-group', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('size_adjacent.txt')
-    assert found == 'delete-import', f"found {found!r}"
+    found = content('make_quick.txt')
+    assert found == 'flag-group', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('push_codes.txt')
+    found = content('flag_pair.txt')
     assert found == 'equal-column', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('column_adjacent.txt')
+    found = content('file_diff.txt')
     assert found == 'equal-column', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('encode_form.txt')
-    assert found == 'parse-blocks', f"found {found!r}"
+    found = content('range_encode.txt')
+    assert found == 'begin-best', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('encode_long.txt')
-    assert found == 'parse-blocks', f"found {found!r}"
+    found = content('best_sort.txt')
+    assert found == 'begin-best', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('find_match.txt')
-    assert found == 'delete-diff', f"found {found!r}"
+    found = content('codes_next.txt')
+    assert found == 'mark-decode', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('print_data.txt')
-    assert found == 'delete-diff', f"found {found!r}"
+    found = content('encode_size.txt')
+    assert found == 'mark-decode', f"found {found!r}"

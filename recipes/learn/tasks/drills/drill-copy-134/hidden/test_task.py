@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('decode_range.txt')
-    assert found == 'form-begin', f"found {found!r}"
+    found = content('scan_delete.txt')
+    assert found == 'decode-long', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('quick_char.txt')
-    assert found == 'form-begin', f"found {found!r}"
+    found = content('pair_default.txt')
+    assert found == 'decode-long', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('match_default.txt')
-    assert found == 'sort-quick', f"found {found!r}"
+    found = content('range_item.txt')
+    assert found == 'range-mark', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('range_case.txt')
-    assert found == 'sort-quick', f"found {found!r}"
+    found = content('context_column.txt')
+    assert found == 'range-mark', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('import_find.txt')
-    assert found == 'codes-item', f"found {found!r}"
+    found = content('flag_match.txt')
+    assert found == 'close-print', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('blocks_chunks.txt')
-    assert found == 'codes-item', f"found {found!r}"
+    found = content('parse_file.txt')
+    assert found == 'close-print', f"found {found!r}"

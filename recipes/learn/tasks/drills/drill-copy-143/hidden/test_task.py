@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('size_side.txt')
-    assert found == 'case-delete', f"found {found!r}"
+    found = content('mark_make.txt')
+    assert found == 'adjacent-file', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('next_case.txt')
-    assert found == 'case-delete', f"found {found!r}"
+    found = content('scan_next.txt')
+    assert found == 'adjacent-file', f"found {found!r}"

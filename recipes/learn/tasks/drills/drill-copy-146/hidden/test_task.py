@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('blanks_side.txt')
-    assert found == 'form-next', f"found {found!r}"
+    found = content('header_blanks.txt')
+    assert found == 'codes-diff', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('default_chunks.txt')
-    assert found == 'form-next', f"found {found!r}"
+    found = content('blocks_size.txt')
+    assert found == 'codes-diff', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('sort_column.txt')
-    assert found == 'encode-adjacent', f"found {found!r}"
+    found = content('check_delete.txt')
+    assert found == 'file-column', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('quick_match.txt')
-    assert found == 'encode-adjacent', f"found {found!r}"
+    found = content('encode_equal.txt')
+    assert found == 'file-column', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('next_char.txt')
-    assert found == 'blanks-codes', f"found {found!r}"
+    found = content('encode_char.txt')
+    assert found == 'default-context', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('data_parse.txt')
-    assert found == 'blanks-codes', f"found {found!r}"
+    found = content('delete_push.txt')
+    assert found == 'default-context', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('flag_delete.txt')
-    assert found == 'check-data', f"found {found!r}"
+    found = content('find_scan.txt')
+    assert found == 'encode-import', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('chunks_char.txt')
-    assert found == 'check-data', f"found {found!r}"
+    found = content('push_class.txt')
+    assert found == 'encode-import', f"found {found!r}"

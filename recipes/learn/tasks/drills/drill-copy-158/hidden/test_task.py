@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('scan_list.txt')
-    assert found == 'make-decode', f"found {found!r}"
+    found = content('next_form.txt')
+    assert found == 'blanks-parse', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('parse_scan.txt')
-    assert found == 'make-decode', f"found {found!r}"
+    found = content('file_blocks.txt')
+    assert found == 'blanks-parse', f"found {found!r}"

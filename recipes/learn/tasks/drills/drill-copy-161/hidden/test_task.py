@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('match_flag.txt')
-    assert found == 'parse-header', f"found {found!r}"
+    found = content('import_parse.txt')
+    assert found == 'scan-file', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('begin_form.txt')
-    assert found == 'parse-header', f"found {found!r}"
+    found = content('next_char.txt')
+    assert found == 'scan-file', f"found {found!r}"

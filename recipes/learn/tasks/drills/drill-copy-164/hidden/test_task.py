@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('encode_context.txt')
-    assert found == 'match-next', f"found {found!r}"
+    found = content('column_quick.txt')
+    assert found == 'find-blanks', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('item_push.txt')
-    assert found == 'match-next', f"found {found!r}"
+    found = content('size_push.txt')
+    assert found == 'find-blanks', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('long_quick.txt')
-    assert found == 'item-blanks', f"found {found!r}"
+    found = content('parse_mark.txt')
+    assert found == 'sort-chunks', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('codes_mark.txt')
-    assert found == 'item-blanks', f"found {found!r}"
+    found = content('find_class.txt')
+    assert found == 'sort-chunks', f"found {found!r}"

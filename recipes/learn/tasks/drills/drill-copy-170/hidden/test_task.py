@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('decode_print.txt')
-    assert found == 'blocks-pair', f"found {found!r}"
+    found = content('long_print.txt')
+    assert found == 'next-close', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('best_char.txt')
-    assert found == 'blocks-pair', f"found {found!r}"
+    found = content('data_class.txt')
+    assert found == 'next-close', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('match_diff.txt')
-    assert found == 'match-codes', f"found {found!r}"
+    found = content('delete_print.txt')
+    assert found == 'encode-group', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('class_form.txt')
-    assert found == 'match-codes', f"found {found!r}"
+    found = content('pair_column.txt')
+    assert found == 'encode-group', f"found {found!r}"

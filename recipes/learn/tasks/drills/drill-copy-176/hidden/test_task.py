@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('begin_diff.txt')
-    assert found == 'break-sort', f"found {found!r}"
+    found = content('mark_list.txt')
+    assert found == 'flag-find', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('item_header.txt')
-    assert found == 'break-sort', f"found {found!r}"
+    found = content('find_break.txt')
+    assert found == 'flag-find', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('equal_side.txt')
-    assert found == 'find-blocks', f"found {found!r}"
+    found = content('long_quick.txt')
+    assert found == 'side-next', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('print_sort.txt')
-    assert found == 'find-blocks', f"found {found!r}"
+    found = content('default_item.txt')
+    assert found == 'side-next', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('scan_codes.txt')
-    assert found == 'best-mark', f"found {found!r}"
+    found = content('side_equal.txt')
+    assert found == 'sort-break', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('begin_equal.txt')
-    assert found == 'best-mark', f"found {found!r}"
+    found = content('delete_data.txt')
+    assert found == 'sort-break', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('list_parse.txt')
-    assert found == 'item-long', f"found {found!r}"
+    found = content('close_context.txt')
+    assert found == 'next-make', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('pair_decode.txt')
-    assert found == 'item-long', f"found {found!r}"
+    found = content('delete_close.txt')
+    assert found == 'next-make', f"found {found!r}"

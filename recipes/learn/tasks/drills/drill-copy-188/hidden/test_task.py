@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('mark_chunks.txt')
-    assert found == 'scan-sort', f"found {found!r}"
+    found = content('header_make.txt')
+    assert found == 'find-sort', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('char_close.txt')
-    assert found == 'scan-sort', f"found {found!r}"
+    found = content('mark_equal.txt')
+    assert found == 'find-sort', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('diff_delete.txt')
-    assert found == 'encode-default', f"found {found!r}"
+    found = content('header_range.txt')
+    assert found == 'flag-case', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('adjacent_push.txt')
-    assert found == 'encode-default', f"found {found!r}"
+    found = content('size_side.txt')
+    assert found == 'flag-case', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('equal_delete.txt')
-    assert found == 'best-item', f"found {found!r}"
+    found = content('class_pair.txt')
+    assert found == 'quick-check', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('delete_encode.txt')
-    assert found == 'best-item', f"found {found!r}"
+    found = content('print_check.txt')
+    assert found == 'quick-check', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('case_column.txt')
-    assert found == 'list-adjacent', f"found {found!r}"
+    found = content('best_column.txt')
+    assert found == 'make-column', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('header_close.txt')
-    assert found == 'list-adjacent', f"found {found!r}"
+    found = content('file_import.txt')
+    assert found == 'make-column', f"found {found!r}"

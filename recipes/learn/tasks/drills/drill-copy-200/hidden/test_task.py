@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('next_push.txt')
-    assert found == 'print-group', f"found {found!r}"
+    found = content('mark_range.txt')
+    assert found == 'pair-best', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('group_sort.txt')
-    assert found == 'print-group', f"found {found!r}"
+    found = content('context_blanks.txt')
+    assert found == 'pair-best', f"found {found!r}"

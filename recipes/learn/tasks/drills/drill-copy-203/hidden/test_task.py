@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('push_break.txt')
-    assert found == 'best-push', f"found {found!r}"
+    found = content('diff_flag.txt')
+    assert found == 'diff-range', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('class_parse.txt')
-    assert found == 'best-push', f"found {found!r}"
+    found = content('case_quick.txt')
+    assert found == 'diff-range', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('diff_quick.txt')
-    assert found == 'encode-case', f"found {found!r}"
+    found = content('context_default.txt')
+    assert found == 'sort-header', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('case_size.txt')
-    assert found == 'encode-case', f"found {found!r}"
+    found = content('long_diff.txt')
+    assert found == 'sort-header', f"found {found!r}"

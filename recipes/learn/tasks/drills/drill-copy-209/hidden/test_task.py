@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('next_default.txt')
-    assert found == 'diff-blocks', f"found {found!r}"
+    found = content('match_column.txt')
+    assert found == 'begin-equal', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('close_find.txt')
-    assert found == 'diff-blocks', f"found {found!r}"
+    found = content('print_file.txt')
+    assert found == 'begin-equal', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('default_group.txt')
-    assert found == 'make-match', f"found {found!r}"
+    found = content('header_long.txt')
+    assert found == 'range-make', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('header_item.txt')
-    assert found == 'make-match', f"found {found!r}"
+    found = content('case_data.txt')
+    assert found == 'range-make', f"found {found!r}"

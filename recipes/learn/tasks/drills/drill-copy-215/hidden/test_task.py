@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('form_item.txt')
-    assert found == 'default-range', f"found {found!r}"
+    found = content('side_break.txt')
+    assert found == 'find-encode', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('best_chunks.txt')
-    assert found == 'default-range', f"found {found!r}"
+    found = content('default_import.txt')
+    assert found == 'find-encode', f"found {found!r}"

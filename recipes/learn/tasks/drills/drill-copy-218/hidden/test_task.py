@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('range_flag.txt')
-    assert found == 'blocks-item', f"found {found!r}"
+    found = content('pair_next.txt')
+    assert found == 'import-flag', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('import_match.txt')
-    assert found == 'blocks-item', f"found {found!r}"
+    found = content('blocks_header.txt')
+    assert found == 'import-flag', f"found {found!r}"

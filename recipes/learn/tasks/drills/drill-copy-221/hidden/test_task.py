@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('close_char.txt')
-    assert found == 'scan-match', f"found {found!r}"
+    found = content('break_chunks.txt')
+    assert found == 'begin-scan', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('begin_close.txt')
-    assert found == 'scan-match', f"found {found!r}"
+    found = content('close_quick.txt')
+    assert found == 'begin-scan', f"found {found!r}"

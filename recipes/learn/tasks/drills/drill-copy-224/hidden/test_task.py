@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('diff_char.txt')
-    assert found == 'item-parse', f"found {found!r}"
+    found = content('diff_next.txt')
+    assert found == 'file-flag', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('print_delete.txt')
-    assert found == 'item-parse', f"found {found!r}"
+    found = content('next_delete.txt')
+    assert found == 'file-flag', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('context_flag.txt')
-    assert found == 'column-make', f"found {found!r}"
+    found = content('equal_parse.txt')
+    assert found == 'delete-match', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('find_best.txt')
-    assert found == 'column-make', f"found {found!r}"
+    found = content('scan_list.txt')
+    assert found == 'delete-match', f"found {found!r}"

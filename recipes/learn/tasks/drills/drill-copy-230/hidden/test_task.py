@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('range_delete.txt')
-    assert found == 'group-make', f"found {found!r}"
+    found = content('char_sort.txt')
+    assert found == 'data-list', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('data_quick.txt')
-    assert found == 'group-make', f"found {found!r}"
+    found = content('decode_pair.txt')
+    assert found == 'data-list', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('default_best.txt')
-    assert found == 'push-default', f"found {found!r}"
+    found = content('codes_parse.txt')
+    assert found == 'pair-push', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('char_match.txt')
-    assert found == 'push-default', f"found {found!r}"
+    found = content('equal_find.txt')
+    assert found == 'pair-push', f"found {found!r}"

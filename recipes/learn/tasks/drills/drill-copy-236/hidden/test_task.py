@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('push_find.txt')
-    assert found == 'quick-parse', f"found {found!r}"
+    found = content('adjacent_long.txt')
+    assert found == 'chunks-find', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('flag_form.txt')
-    assert found == 'quick-parse', f"found {found!r}"
+    found = content('check_data.txt')
+    assert found == 'chunks-find', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('side_quick.txt')
-    assert found == 'delete-blocks', f"found {found!r}"
+    found = content('begin_sort.txt')
+    assert found == 'header-best', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('class_group.txt')
-    assert found == 'delete-blocks', f"found {found!r}"
+    found = content('import_char.txt')
+    assert found == 'header-best', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('data_print.txt')
-    assert found == 'mark-check', f"found {found!r}"
+    found = content('side_check.txt')
+    assert found == 'equal-mark', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('check_char.txt')
-    assert found == 'mark-check', f"found {found!r}"
+    found = content('mark_group.txt')
+    assert found == 'equal-mark', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('column_form.txt')
-    assert found == 'item-import', f"found {found!r}"
+    found = content('item_blanks.txt')
+    assert found == 'print-codes', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('size_list.txt')
-    assert found == 'item-import', f"found {found!r}"
+    found = content('delete_column.txt')
+    assert found == 'print-codes', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('print_next.txt')
-    assert found == 'side-begin', f"found {found!r}"
+    found = content('form_chunks.txt')
+    assert found == 'mark-diff', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('close_decode.txt')
-    assert found == 'side-begin', f"found {found!r}"
+    found = content('long_group.txt')
+    assert found == 'mark-diff', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('class_mark.txt')
-    assert found == 'chunks-scan', f"found {found!r}"
+    found = content('size_case.txt')
+    assert found == 'file-begin', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('decode_column.txt')
-    assert found == 'chunks-scan', f"found {found!r}"
+    found = content('adjacent_print.txt')
+    assert found == 'file-begin', f"found {found!r}"

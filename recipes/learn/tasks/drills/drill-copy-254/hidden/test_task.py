@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('next_diff.txt')
-    assert found == 'class-long', f"found {found!r}"
+    found = content('parse_close.txt')
+    assert found == 'scan-case', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('range_find.txt')
-    assert found == 'class-long', f"found {found!r}"
+    found = content('class_form.txt')
+    assert found == 'scan-case', f"found {found!r}"

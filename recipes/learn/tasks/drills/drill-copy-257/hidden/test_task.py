@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('blocks_find.txt')
-    assert found == 'begin-class', f"found {found!r}"
+    found = content('list_codes.txt')
+    assert found == 'class-find', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('delete_parse.txt')
-    assert found == 'begin-class', f"found {found!r}"
+    found = content('next_side.txt')
+    assert found == 'class-find', f"found {found!r}"

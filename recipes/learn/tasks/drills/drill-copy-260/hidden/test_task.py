@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('adjacent_equal.txt')
-    assert found == 'range-side', f"found {found!r}"
+    found = content('group_adjacent.txt')
+    assert found == 'blocks-encode', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('group_item.txt')
-    assert found == 'range-side', f"found {found!r}"
+    found = content('next_header.txt')
+    assert found == 'blocks-encode', f"found {found!r}"

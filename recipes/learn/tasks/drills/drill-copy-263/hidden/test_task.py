@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('push_flag.txt')
-    assert found == 'import-make', f"found {found!r}"
+    found = content('begin_column.txt')
+    assert found == 'scan-mark', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('match_item.txt')
-    assert found == 'import-make', f"found {found!r}"
+    found = content('import_close.txt')
+    assert found == 'scan-mark', f"found {found!r}"

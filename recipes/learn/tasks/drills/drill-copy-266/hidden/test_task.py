@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('item_data.txt')
-    assert found == 'quick-mark', f"found {found!r}"
+    found = content('break_close.txt')
+    assert found == 'range-decode', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('char_blocks.txt')
-    assert found == 'quick-mark', f"found {found!r}"
+    found = content('context_find.txt')
+    assert found == 'range-decode', f"found {found!r}"

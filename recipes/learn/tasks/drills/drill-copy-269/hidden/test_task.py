@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('chunks_next.txt')
-    assert found == 'header-data', f"found {found!r}"
+    found = content('chunks_begin.txt')
+    assert found == 'side-range', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('item_chunks.txt')
-    assert found == 'header-data', f"found {found!r}"
+    found = content('push_chunks.txt')
+    assert found == 'side-range', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('pair_find.txt')
-    assert found == 'context-encode', f"found {found!r}"
+    found = content('match_char.txt')
+    assert found == 'find-case', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('push_blocks.txt')
-    assert found == 'context-encode', f"found {found!r}"
+    found = content('scan_encode.txt')
+    assert found == 'find-case', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('import_sort.txt')
-    assert found == 'chunks-begin', f"found {found!r}"
+    found = content('match_long.txt')
+    assert found == 'parse-next', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('make_sort.txt')
-    assert found == 'chunks-begin', f"found {found!r}"
+    found = content('quick_scan.txt')
+    assert found == 'parse-next', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('import_item.txt')
-    assert found == 'begin-match', f"found {found!r}"
+    found = content('delete_item.txt')
+    assert found == 'file-form', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('item_print.txt')
-    assert found == 'begin-match', f"found {found!r}"
+    found = content('equal_blanks.txt')
+    assert found == 'file-form', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('size_group.txt')
-    assert found == 'side-blocks', f"found {found!r}"
+    found = content('decode_blocks.txt')
+    assert found == 'scan-header', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('class_match.txt')
-    assert found == 'side-blocks', f"found {found!r}"
+    found = content('decode_class.txt')
+    assert found == 'scan-header', f"found {found!r}"

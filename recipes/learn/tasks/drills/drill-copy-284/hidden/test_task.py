@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('data_delete.txt')
-    assert found == 'context-diff', f"found {found!r}"
+    found = content('long_push.txt')
+    assert found == 'quick-group', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('decode_best.txt')
-    assert found == 'context-diff', f"found {found!r}"
+    found = content('class_file.txt')
+    assert found == 'quick-group', f"found {found!r}"

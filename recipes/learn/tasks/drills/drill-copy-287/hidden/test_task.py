@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('case_context.txt')
-    assert found == 'column-next', f"found {found!r}"
+    found = content('class_group.txt')
+    assert found == 'sort-pair', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('close_blanks.txt')
-    assert found == 'column-next', f"found {found!r}"
+    found = content('parse_chunks.txt')
+    assert found == 'sort-pair', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('equal_check.txt')
-    assert found == 'quick-print', f"found {found!r}"
+    found = content('next_file.txt')
+    assert found == 'data-scan', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('adjacent_import.txt')
-    assert found == 'quick-print', f"found {found!r}"
+    found = content('context_import.txt')
+    assert found == 'data-scan', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('data_pair.txt')
-    assert found == 'close-quick', f"found {found!r}"
+    found = content('long_codes.txt')
+    assert found == 'close-push', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('default_codes.txt')
-    assert found == 'close-quick', f"found {found!r}"
+    found = content('blanks_next.txt')
+    assert found == 'close-push', f"found {found!r}"

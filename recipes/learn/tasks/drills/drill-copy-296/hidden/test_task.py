@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('delete_decode.txt')
-    assert found == 'context-begin', f"found {found!r}"
+    found = content('best_push.txt')
+    assert found == 'list-item', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('form_case.txt')
-    assert found == 'context-begin', f"found {found!r}"
+    found = content('long_make.txt')
+    assert found == 'list-item', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('blocks_mark.txt')
-    assert found == 'delete-scan', f"found {found!r}"
+    found = content('encode_default.txt')
+    assert found == 'decode-list', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('chunks_column.txt')
-    assert found == 'delete-scan', f"found {found!r}"
+    found = content('break_range.txt')
+    assert found == 'decode-list', f"found {found!r}"

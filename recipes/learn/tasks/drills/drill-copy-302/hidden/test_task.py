@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('delete_push.txt')
-    assert found == 'find-decode', f"found {found!r}"
+    found = content('pair_codes.txt')
+    assert found == 'import-header', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('adjacent_side.txt')
-    assert found == 'find-decode', f"found {found!r}"
+    found = content('side_best.txt')
+    assert found == 'import-header', f"found {found!r}"

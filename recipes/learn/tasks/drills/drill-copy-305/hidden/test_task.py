@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('long_blanks.txt')
-    assert found == 'case-diff', f"found {found!r}"
+    found = content('blocks_decode.txt')
+    assert found == 'diff-blocks', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('next_side.txt')
-    assert found == 'case-diff', f"found {found!r}"
+    found = content('file_best.txt')
+    assert found == 'diff-blocks', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('scan_make.txt')
-    assert found == 'decode-pair', f"found {found!r}"
+    found = content('equal_data.txt')
+    assert found == 'codes-group', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('import_diff.txt')
-    assert found == 'decode-pair', f"found {found!r}"
+    found = content('push_blocks.txt')
+    assert found == 'codes-group', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('list_class.txt')
-    assert found == 'list-blanks', f"found {found!r}"
+    found = content('pair_header.txt')
+    assert found == 'mark-header', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('side_chunks.txt')
-    assert found == 'list-blanks', f"found {found!r}"
+    found = content('mark_class.txt')
+    assert found == 'mark-header', f"found {found!r}"

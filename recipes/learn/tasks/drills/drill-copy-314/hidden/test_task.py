@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('mark_header.txt')
-    assert found == 'column-range', f"found {found!r}"
+    found = content('print_default.txt')
+    assert found == 'data-side', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('codes_size.txt')
-    assert found == 'column-range', f"found {found!r}"
+    found = content('import_scan.txt')
+    assert found == 'data-side', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('item_quick.txt')
-    assert found == 'case-close', f"found {found!r}"
+    found = content('quick_make.txt')
+    assert found == 'chunks-flag', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('quick_find.txt')
-    assert found == 'case-close', f"found {found!r}"
+    found = content('quick_case.txt')
+    assert found == 'chunks-flag', f"found {found!r}"

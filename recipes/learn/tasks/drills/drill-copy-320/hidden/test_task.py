@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('pair_codes.txt')
-    assert found == 'sort-range', f"found {found!r}"
+    found = content('begin_flag.txt')
+    assert found == 'data-encode', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('long_make.txt')
-    assert found == 'sort-range', f"found {found!r}"
+    found = content('chunks_close.txt')
+    assert found == 'data-encode', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('import_print.txt')
-    assert found == 'import-header', f"found {found!r}"
+    found = content('group_scan.txt')
+    assert found == 'encode-side', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('default_class.txt')
-    assert found == 'import-header', f"found {found!r}"
+    found = content('delete_next.txt')
+    assert found == 'encode-side', f"found {found!r}"

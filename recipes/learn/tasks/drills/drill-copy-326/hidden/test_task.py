@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('side_codes.txt')
-    assert found == 'long-import', f"found {found!r}"
+    found = content('match_print.txt')
+    assert found == 'codes-blocks', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('scan_form.txt')
-    assert found == 'long-import', f"found {found!r}"
+    found = content('encode_match.txt')
+    assert found == 'codes-blocks', f"found {found!r}"

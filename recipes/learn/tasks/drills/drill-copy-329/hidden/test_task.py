@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('long_codes.txt')
-    assert found == 'delete-column', f"found {found!r}"
+    found = content('column_print.txt')
+    assert found == 'group-blocks', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('data_break.txt')
-    assert found == 'delete-column', f"found {found!r}"
+    found = content('long_side.txt')
+    assert found == 'group-blocks', f"found {found!r}"

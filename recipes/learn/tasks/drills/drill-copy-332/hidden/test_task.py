@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('blanks_check.txt')
-    assert found == 'find-form', f"found {found!r}"
+    found = content('delete_check.txt')
+    assert found == 'match-pair', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('diff_flag.txt')
-    assert found == 'find-form', f"found {found!r}"
+    found = content('list_default.txt')
+    assert found == 'match-pair', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('break_scan.txt')
-    assert found == 'group-match', f"found {found!r}"
+    found = content('item_import.txt')
+    assert found == 'break-print', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('match_adjacent.txt')
-    assert found == 'group-match', f"found {found!r}"
+    found = content('find_make.txt')
+    assert found == 'break-print', f"found {found!r}"

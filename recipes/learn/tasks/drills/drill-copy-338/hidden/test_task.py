@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('codes_check.txt')
-    assert found == 'pair-list', f"found {found!r}"
+    found = content('import_adjacent.txt')
+    assert found == 'class-range', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('blanks_data.txt')
-    assert found == 'pair-list', f"found {found!r}"
+    found = content('case_import.txt')
+    assert found == 'class-range', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('long_next.txt')
-    assert found == 'blocks-equal', f"found {found!r}"
+    found = content('match_delete.txt')
+    assert found == 'equal-codes', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('mark_codes.txt')
-    assert found == 'blocks-equal', f"found {found!r}"
+    found = content('next_size.txt')
+    assert found == 'equal-codes', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('diff_break.txt')
-    assert found == 'decode-equal', f"found {found!r}"
+    found = content('diff_class.txt')
+    assert found == 'file-break', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('find_encode.txt')
-    assert found == 'decode-equal', f"found {found!r}"
+    found = content('check_chunks.txt')
+    assert found == 'file-break', f"found {found!r}"

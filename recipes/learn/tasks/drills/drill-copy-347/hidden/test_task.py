@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('blocks_long.txt')
-    assert found == 'form-header', f"found {found!r}"
+    found = content('parse_item.txt')
+    assert found == 'header-class', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('form_size.txt')
-    assert found == 'form-header', f"found {found!r}"
+    found = content('equal_blocks.txt')
+    assert found == 'header-class', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('range_blanks.txt')
-    assert found == 'delete-quick', f"found {found!r}"
+    found = content('case_class.txt')
+    assert found == 'pair-mark', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('mark_range.txt')
-    assert found == 'delete-quick', f"found {found!r}"
+    found = content('diff_context.txt')
+    assert found == 'pair-mark', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('case_pair.txt')
-    assert found == 'char-make', f"found {found!r}"
+    found = content('item_blocks.txt')
+    assert found == 'side-default', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('import_scan.txt')
-    assert found == 'char-make', f"found {found!r}"
+    found = content('blanks_best.txt')
+    assert found == 'side-default', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('match_check.txt')
-    assert found == 'side-class', f"found {found!r}"
+    found = content('side_class.txt')
+    assert found == 'blanks-match', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('column_blanks.txt')
-    assert found == 'side-class', f"found {found!r}"
+    found = content('scan_class.txt')
+    assert found == 'blanks-match', f"found {found!r}"

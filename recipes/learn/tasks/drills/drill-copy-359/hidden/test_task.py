@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('pair_form.txt')
-    assert found == 'delete-header', f"found {found!r}"
+    found = content('case_long.txt')
+    assert found == 'pair-quick', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('group_form.txt')
-    assert found == 'delete-header', f"found {found!r}"
+    found = content('item_equal.txt')
+    assert found == 'pair-quick', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('next_equal.txt')
-    assert found == 'scan-delete', f"found {found!r}"
+    found = content('list_break.txt')
+    assert found == 'encode-case', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('check_adjacent.txt')
-    assert found == 'scan-delete', f"found {found!r}"
+    found = content('side_decode.txt')
+    assert found == 'encode-case', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('group_parse.txt')
-    assert found == 'break-adjacent', f"found {found!r}"
+    found = content('close_char.txt')
+    assert found == 'find-pair', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('flag_pair.txt')
-    assert found == 'break-adjacent', f"found {found!r}"
+    found = content('parse_encode.txt')
+    assert found == 'find-pair', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('list_range.txt')
-    assert found == 'header-default', f"found {found!r}"
+    found = content('blanks_class.txt')
+    assert found == 'data-column', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('mark_sort.txt')
-    assert found == 'header-default', f"found {found!r}"
+    found = content('mark_column.txt')
+    assert found == 'data-column', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('blocks_delete.txt')
-    assert found == 'range-data', f"found {found!r}"
+    found = content('match_item.txt')
+    assert found == 'item-header', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('sort_case.txt')
-    assert found == 'range-data', f"found {found!r}"
+    found = content('char_push.txt')
+    assert found == 'item-header', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('print_blocks.txt')
-    assert found == 'sort-push', f"found {found!r}"
+    found = content('check_list.txt')
+    assert found == 'scan-begin', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('mark_begin.txt')
-    assert found == 'sort-push', f"found {found!r}"
+    found = content('list_form.txt')
+    assert found == 'scan-begin', f"found {found!r}"

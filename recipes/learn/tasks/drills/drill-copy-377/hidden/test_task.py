@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('delete_group.txt')
-    assert found == 'begin-mark', f"found {found!r}"
+    found = content('flag_delete.txt')
+    assert found == 'size-begin', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('blanks_long.txt')
-    assert found == 'begin-mark', f"found {found!r}"
+    found = content('best_flag.txt')
+    assert found == 'size-begin', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('group_check.txt')
-    assert found == 'form-quick', f"found {found!r}"
+    found = content('header_side.txt')
+    assert found == 'push-flag', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('push_data.txt')
-    assert found == 'form-quick', f"found {found!r}"
+    found = content('form_header.txt')
+    assert found == 'push-flag', f"found {found!r}"

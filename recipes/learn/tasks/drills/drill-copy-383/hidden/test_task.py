@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('decode_list.txt')
-    assert found == 'char-form', f"found {found!r}"
+    found = content('mark_begin.txt')
+    assert found == 'data-sort', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('import_char.txt')
-    assert found == 'char-form', f"found {found!r}"
+    found = content('list_sort.txt')
+    assert found == 'data-sort', f"found {found!r}"

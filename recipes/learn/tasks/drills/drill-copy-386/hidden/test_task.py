@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('size_mark.txt')
-    assert found == 'match-close', f"found {found!r}"
+    found = content('print_list.txt')
+    assert found == 'blanks-equal', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('chunks_item.txt')
-    assert found == 'match-close', f"found {found!r}"
+    found = content('check_close.txt')
+    assert found == 'blanks-equal', f"found {found!r}"

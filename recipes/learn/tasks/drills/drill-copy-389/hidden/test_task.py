@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('make_range.txt')
-    assert found == 'data-header', f"found {found!r}"
+    found = content('item_find.txt')
+    assert found == 'print-column', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('print_flag.txt')
-    assert found == 'data-header', f"found {found!r}"
+    found = content('range_delete.txt')
+    assert found == 'print-column', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('decode_flag.txt')
-    assert found == 'encode-equal', f"found {found!r}"
+    found = content('begin_default.txt')
+    assert found == 'adjacent-side', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('begin_list.txt')
-    assert found == 'encode-equal', f"found {found!r}"
+    found = content('blocks_flag.txt')
+    assert found == 'adjacent-side', f"found {found!r}"

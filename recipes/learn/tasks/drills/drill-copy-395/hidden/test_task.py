@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('long_case.txt')
-    assert found == 'begin-chunks', f"found {found!r}"
+    found = content('default_begin.txt')
+    assert found == 'header-encode', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('chunks_blanks.txt')
-    assert found == 'begin-chunks', f"found {found!r}"
+    found = content('next_data.txt')
+    assert found == 'header-encode', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('data_sort.txt')
-    assert found == 'scan-char', f"found {found!r}"
+    found = content('diff_equal.txt')
+    assert found == 'context-case', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('adjacent_break.txt')
-    assert found == 'scan-char', f"found {found!r}"
+    found = content('check_begin.txt')
+    assert found == 'context-case', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('close_delete.txt')
-    assert found == 'item-form', f"found {found!r}"
+    found = content('print_char.txt')
+    assert found == 'decode-match', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('push_form.txt')
-    assert found == 'item-form', f"found {found!r}"
+    found = content('decode_group.txt')
+    assert found == 'decode-match', f"found {found!r}"

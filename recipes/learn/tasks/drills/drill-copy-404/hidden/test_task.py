@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('column_check.txt')
-    assert found == 'parse-list', f"found {found!r}"
+    found = content('long_char.txt')
+    assert found == 'begin-delete', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('encode_pair.txt')
-    assert found == 'parse-list', f"found {found!r}"
+    found = content('file_adjacent.txt')
+    assert found == 'begin-delete', f"found {found!r}"

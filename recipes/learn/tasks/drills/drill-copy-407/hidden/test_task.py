@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('case_break.txt')
-    assert found == 'best-check', f"found {found!r}"
+    found = content('close_case.txt')
+    assert found == 'class-mark', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('make_print.txt')
-    assert found == 'best-check', f"found {found!r}"
+    found = content('item_size.txt')
+    assert found == 'class-mark', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('check_match.txt')
-    assert found == 'push-parse', f"found {found!r}"
+    found = content('print_adjacent.txt')
+    assert found == 'char-mark', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('mark_best.txt')
-    assert found == 'push-parse', f"found {found!r}"
+    found = content('group_next.txt')
+    assert found == 'char-mark', f"found {found!r}"

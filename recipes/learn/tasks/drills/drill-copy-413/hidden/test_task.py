@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('diff_adjacent.txt')
-    assert found == 'break-context', f"found {found!r}"
+    found = content('side_flag.txt')
+    assert found == 'diff-column', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('column_scan.txt')
-    assert found == 'break-context', f"found {found!r}"
+    found = content('column_file.txt')
+    assert found == 'diff-column', f"found {found!r}"

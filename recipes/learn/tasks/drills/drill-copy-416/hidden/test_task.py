@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('side_data.txt')
-    assert found == 'close-default', f"found {found!r}"
+    found = content('delete_group.txt')
+    assert found == 'codes-chunks', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('side_flag.txt')
-    assert found == 'close-default', f"found {found!r}"
+    found = content('parse_size.txt')
+    assert found == 'codes-chunks', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('context_decode.txt')
-    assert found == 'scan-adjacent', f"found {found!r}"
+    found = content('break_item.txt')
+    assert found == 'delete-codes', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('codes_chunks.txt')
-    assert found == 'scan-adjacent', f"found {found!r}"
+    found = content('pair_form.txt')
+    assert found == 'delete-codes', f"found {found!r}"

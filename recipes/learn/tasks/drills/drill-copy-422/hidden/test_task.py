@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('long_parse.txt')
-    assert found == 'class-case', f"found {found!r}"
+    found = content('item_sort.txt')
+    assert found == 'file-context', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('print_parse.txt')
-    assert found == 'class-case', f"found {found!r}"
+    found = content('mark_data.txt')
+    assert found == 'file-context', f"found {found!r}"

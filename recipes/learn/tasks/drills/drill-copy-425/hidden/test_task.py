@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('column_group.txt')
-    assert found == 'decode-quick', f"found {found!r}"
+    found = content('best_form.txt')
+    assert found == 'blocks-equal', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('header_class.txt')
-    assert found == 'decode-quick', f"found {found!r}"
+    found = content('codes_column.txt')
+    assert found == 'blocks-equal', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('close_pair.txt')
-    assert found == 'list-item', f"found {found!r}"
+    found = content('print_find.txt')
+    assert found == 'item-print', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('column_mark.txt')
-    assert found == 'list-item', f"found {found!r}"
+    found = content('default_range.txt')
+    assert found == 'item-print', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('push_decode.txt')
-    assert found == 'chunks-delete', f"found {found!r}"
+    found = content('context_class.txt')
+    assert found == 'pair-check', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('decode_header.txt')
-    assert found == 'chunks-delete', f"found {found!r}"
+    found = content('equal_char.txt')
+    assert found == 'pair-check', f"found {found!r}"

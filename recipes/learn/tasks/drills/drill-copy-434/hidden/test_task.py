@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('break_side.txt')
-    assert found == 'item-chunks', f"found {found!r}"
+    found = content('parse_print.txt')
+    assert found == 'print-long', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('header_close.txt')
-    assert found == 'item-chunks', f"found {found!r}"
+    found = content('parse_begin.txt')
+    assert found == 'print-long', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('parse_group.txt')
-    assert found == 'class-check', f"found {found!r}"
+    found = content('codes_decode.txt')
+    assert found == 'check-print', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('class_begin.txt')
-    assert found == 'class-check', f"found {found!r}"
+    found = content('parse_blocks.txt')
+    assert found == 'check-print', f"found {found!r}"

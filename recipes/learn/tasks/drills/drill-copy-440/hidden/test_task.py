@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('range_close.txt')
-    assert found == 'best-item', f"found {found!r}"
+    found = content('pair_decode.txt')
+    assert found == 'find-default', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('delete_flag.txt')
-    assert found == 'best-item', f"found {found!r}"
+    found = content('group_quick.txt')
+    assert found == 'find-default', f"found {found!r}"

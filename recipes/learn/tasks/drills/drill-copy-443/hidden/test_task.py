@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('equal_mark.txt')
-    assert found == 'sort-char', f"found {found!r}"
+    found = content('file_equal.txt')
+    assert found == 'long-case', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('char_range.txt')
-    assert found == 'sort-char', f"found {found!r}"
+    found = content('make_scan.txt')
+    assert found == 'long-case', f"found {found!r}"

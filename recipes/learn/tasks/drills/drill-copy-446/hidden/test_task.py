@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('form_group.txt')
-    assert found == 'push-find', f"found {found!r}"
+    found = content('form_begin.txt')
+    assert found == 'print-item', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('adjacent_import.txt')
-    assert found == 'push-find', f"found {found!r}"
+    found = content('sort_default.txt')
+    assert found == 'print-item', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('import_sort.txt')
-    assert found == 'mark-size', f"found {found!r}"
+    found = content('close_sort.txt')
+    assert found == 'import-find', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('codes_break.txt')
-    assert found == 'mark-size', f"found {found!r}"
+    found = content('range_default.txt')
+    assert found == 'import-find', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('flag_item.txt')
-    assert found == 'match-size', f"found {found!r}"
+    found = content('case_item.txt')
+    assert found == 'mark-size', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('check_column.txt')
-    assert found == 'match-size', f"found {found!r}"
+    found = content('chunks_range.txt')
+    assert found == 'mark-size', f"found {found!r}"

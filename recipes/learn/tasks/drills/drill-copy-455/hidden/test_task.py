@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('make_next.txt')
-    assert found == 'char-match', f"found {found!r}"
+    found = content('decode_pair.txt')
+    assert found == 'quick-make', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('blocks_make.txt')
-    assert found == 'char-match', f"found {found!r}"
+    found = content('size_form.txt')
+    assert found == 'quick-make', f"found {found!r}"

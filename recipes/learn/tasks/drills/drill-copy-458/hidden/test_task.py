@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('check_blanks.txt')
-    assert found == 'match-break', f"found {found!r}"
+    found = content('size_import.txt')
+    assert found == 'print-begin', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('push_adjacent.txt')
-    assert found == 'match-break', f"found {found!r}"
+    found = content('long_list.txt')
+    assert found == 'print-begin', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('char_scan.txt')
-    assert found == 'item-group', f"found {found!r}"
+    found = content('header_char.txt')
+    assert found == 'form-break', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('long_push.txt')
-    assert found == 'item-group', f"found {found!r}"
+    found = content('chunks_context.txt')
+    assert found == 'form-break', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('make_equal.txt')
-    assert found == 'group-range', f"found {found!r}"
+    found = content('print_best.txt')
+    assert found == 'list-close', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('parse_equal.txt')
-    assert found == 'group-range', f"found {found!r}"
+    found = content('decode_file.txt')
+    assert found == 'list-close', f"found {found!r}"

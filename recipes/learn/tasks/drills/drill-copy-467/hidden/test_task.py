@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('delete_range.txt')
-    assert found == 'adjacent-mark', f"found {found!r}"
+    found = content('char_print.txt')
+    assert found == 'break-class', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('data_chunks.txt')
-    assert found == 'adjacent-mark', f"found {found!r}"
+    found = content('default_push.txt')
+    assert found == 'break-class', f"found {found!r}"

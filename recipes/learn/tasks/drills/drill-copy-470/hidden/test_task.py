@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('equal_sort.txt')
-    assert found == 'break-diff', f"found {found!r}"
+    found = content('blocks_context.txt')
+    assert found == 'quick-mark', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('range_codes.txt')
-    assert found == 'break-diff', f"found {found!r}"
+    found = content('match_side.txt')
+    assert found == 'quick-mark', f"found {found!r}"

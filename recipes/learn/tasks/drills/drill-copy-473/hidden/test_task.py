@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('blanks_list.txt')
-    assert found == 'case-blocks', f"found {found!r}"
+    found = content('flag_make.txt')
+    assert found == 'pair-next', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('char_push.txt')
-    assert found == 'case-blocks', f"found {found!r}"
+    found = content('header_quick.txt')
+    assert found == 'pair-next', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('class_char.txt')
-    assert found == 'break-encode', f"found {found!r}"
+    found = content('blocks_next.txt')
+    assert found == 'default-find', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('scan_check.txt')
-    assert found == 'break-encode', f"found {found!r}"
+    found = content('range_size.txt')
+    assert found == 'default-find', f"found {found!r}"

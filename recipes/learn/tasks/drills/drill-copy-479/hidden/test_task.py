@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('long_best.txt')
-    assert found == 'next-side', f"found {found!r}"
+    found = content('best_delete.txt')
+    assert found == 'header-close', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('mark_class.txt')
-    assert found == 'next-side', f"found {found!r}"
+    found = content('import_long.txt')
+    assert found == 'header-close', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('make_item.txt')
-    assert found == 'delete-close', f"found {found!r}"
+    found = content('side_data.txt')
+    assert found == 'char-break', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('class_print.txt')
-    assert found == 'delete-close', f"found {found!r}"
+    found = content('match_delete.txt')
+    assert found == 'char-break', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('default_context.txt')
-    assert found == 'match-pair', f"found {found!r}"
+    found = content('form_delete.txt')
+    assert found == 'class-import', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('next_parse.txt')
-    assert found == 'match-pair', f"found {found!r}"
+    found = content('delete_import.txt')
+    assert found == 'class-import', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('match_sort.txt')
-    assert found == 'size-match', f"found {found!r}"
+    found = content('file_pair.txt')
+    assert found == 'match-adjacent', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('match_case.txt')
-    assert found == 'size-match', f"found {found!r}"
+    found = content('range_list.txt')
+    assert found == 'match-adjacent', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('print_class.txt')
-    assert found == 'match-best', f"found {found!r}"
+    found = content('equal_sort.txt')
+    assert found == 'mark-find', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('range_diff.txt')
-    assert found == 'match-best', f"found {found!r}"
+    found = content('pair_char.txt')
+    assert found == 'mark-find', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('diff_adjacent.txt')
-    assert found == 'make-check', f"found {found!r}"
+    found = content('flag_blanks.txt')
+    assert found == 'quick-flag', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('make_long.txt')
-    assert found == 'make-check', f"found {found!r}"
+    found = content('file_begin.txt')
+    assert found == 'quick-flag', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('default_pair.txt')
-    assert found == 'codes-case', f"found {found!r}"
+    found = content('blanks_pair.txt')
+    assert found == 'close-best', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('list_delete.txt')
-    assert found == 'codes-case', f"found {found!r}"
+    found = content('push_case.txt')
+    assert found == 'close-best', f"found {found!r}"

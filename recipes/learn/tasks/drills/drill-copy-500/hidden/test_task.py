@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('size_list.txt')
-    assert found == 'form-best', f"found {found!r}"
+    found = content('find_group.txt')
+    assert found == 'long-context', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('item_side.txt')
-    assert found == 'form-best', f"found {found!r}"
+    found = content('begin_encode.txt')
+    assert found == 'long-context', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('equal_header.txt')
-    assert found == 'next-find', f"found {found!r}"
+    found = content('parse_close.txt')
+    assert found == 'find-header', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('pair_context.txt')
-    assert found == 'next-find', f"found {found!r}"
+    found = content('flag_class.txt')
+    assert found == 'find-header', f"found {found!r}"

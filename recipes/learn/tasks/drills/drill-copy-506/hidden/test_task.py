@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('blocks_default.txt')
-    assert found == 'parse-make', f"found {found!r}"
+    found = content('delete_adjacent.txt')
+    assert found == 'break-chunks', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('codes_data.txt')
-    assert found == 'parse-make', f"found {found!r}"
+    found = content('group_range.txt')
+    assert found == 'break-chunks', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('equal_push.txt')
-    assert found == 'check-quick', f"found {found!r}"
+    found = content('check_list.txt')
+    assert found == 'diff-data', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('import_push.txt')
-    assert found == 'check-quick', f"found {found!r}"
+    found = content('case_encode.txt')
+    assert found == 'diff-data', f"found {found!r}"

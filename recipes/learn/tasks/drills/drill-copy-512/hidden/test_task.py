@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('chunks_encode.txt')
-    assert found == 'mark-decode', f"found {found!r}"
+    found = content('match_item.txt')
+    assert found == 'header-delete', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('equal_delete.txt')
-    assert found == 'mark-decode', f"found {found!r}"
+    found = content('match_parse.txt')
+    assert found == 'header-delete', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('class_push.txt')
-    assert found == 'delete-diff', f"found {found!r}"
+    found = content('column_header.txt')
+    assert found == 'parse-flag', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('sort_equal.txt')
-    assert found == 'delete-diff', f"found {found!r}"
+    found = content('class_file.txt')
+    assert found == 'parse-flag', f"found {found!r}"

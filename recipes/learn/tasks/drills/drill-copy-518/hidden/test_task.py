@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('begin_push.txt')
-    assert found == 'sort-pair', f"found {found!r}"
+    found = content('break_blocks.txt')
+    assert found == 'flag-adjacent', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('codes_encode.txt')
-    assert found == 'sort-pair', f"found {found!r}"
+    found = content('default_group.txt')
+    assert found == 'flag-adjacent', f"found {found!r}"

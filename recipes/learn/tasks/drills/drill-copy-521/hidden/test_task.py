@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('next_decode.txt')
-    assert found == 'range-encode', f"found {found!r}"
+    found = content('encode_find.txt')
+    assert found == 'group-equal', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('adjacent_size.txt')
-    assert found == 'range-encode', f"found {found!r}"
+    found = content('close_pair.txt')
+    assert found == 'group-equal', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('flag_push.txt')
-    assert found == 'item-adjacent', f"found {found!r}"
+    found = content('make_side.txt')
+    assert found == 'form-diff', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('case_char.txt')
-    assert found == 'item-adjacent', f"found {found!r}"
+    found = content('chunks_default.txt')
+    assert found == 'form-diff', f"found {found!r}"

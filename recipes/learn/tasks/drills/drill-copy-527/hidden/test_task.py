@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('make_sort.txt')
-    assert found == 'next-size', f"found {found!r}"
+    found = content('size_equal.txt')
+    assert found == 'diff-close', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('size_best.txt')
-    assert found == 'next-size', f"found {found!r}"
+    found = content('size_blocks.txt')
+    assert found == 'diff-close', f"found {found!r}"

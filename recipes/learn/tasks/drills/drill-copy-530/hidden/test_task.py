@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('form_mark.txt')
-    assert found == 'encode-item', f"found {found!r}"
+    found = content('item_encode.txt')
+    assert found == 'scan-data', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('side_find.txt')
-    assert found == 'encode-item', f"found {found!r}"
+    found = content('flag_equal.txt')
+    assert found == 'scan-data', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('encode_make.txt')
-    assert found == 'find-group', f"found {found!r}"
+    found = content('make_break.txt')
+    assert found == 'match-file', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('default_import.txt')
-    assert found == 'find-group', f"found {found!r}"
+    found = content('blanks_next.txt')
+    assert found == 'match-file', f"found {found!r}"

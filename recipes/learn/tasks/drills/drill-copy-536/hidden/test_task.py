@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('data_char.txt')
-    assert found == 'header-check', f"found {found!r}"
+    found = content('adjacent_file.txt')
+    assert found == 'form-class', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('form_decode.txt')
-    assert found == 'header-check', f"found {found!r}"
+    found = content('class_group.txt')
+    assert found == 'form-class', f"found {found!r}"

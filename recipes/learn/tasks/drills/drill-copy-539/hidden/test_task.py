@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('range_match.txt')
-    assert found == 'push-item', f"found {found!r}"
+    found = content('diff_case.txt')
+    assert found == 'find-match', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('context_import.txt')
-    assert found == 'push-item', f"found {found!r}"
+    found = content('best_diff.txt')
+    assert found == 'find-match', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('char_find.txt')
-    assert found == 'side-quick', f"found {found!r}"
+    found = content('delete_data.txt')
+    assert found == 'equal-file', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('mark_range.txt')
-    assert found == 'side-quick', f"found {found!r}"
+    found = content('equal_push.txt')
+    assert found == 'equal-file', f"found {found!r}"

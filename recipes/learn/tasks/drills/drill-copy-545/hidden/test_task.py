@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('diff_equal.txt')
-    assert found == 'default-break', f"found {found!r}"
+    found = content('diff_find.txt')
+    assert found == 'group-blocks', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('context_begin.txt')
-    assert found == 'default-break', f"found {found!r}"
+    found = content('blanks_char.txt')
+    assert found == 'group-blocks', f"found {found!r}"

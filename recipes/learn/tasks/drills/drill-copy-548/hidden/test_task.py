@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('form_quick.txt')
-    assert found == 'blanks-class', f"found {found!r}"
+    found = content('item_break.txt')
+    assert found == 'scan-encode', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('long_begin.txt')
-    assert found == 'blanks-class', f"found {found!r}"
+    found = content('sort_import.txt')
+    assert found == 'scan-encode', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('group_close.txt')
-    assert found == 'mark-chunks', f"found {found!r}"
+    found = content('close_make.txt')
+    assert found == 'range-match', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('diff_data.txt')
-    assert found == 'mark-chunks', f"found {found!r}"
+    found = content('find_codes.txt')
+    assert found == 'range-match', f"found {found!r}"

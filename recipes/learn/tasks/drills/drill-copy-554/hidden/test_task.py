@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('check_encode.txt')
-    assert found == 'group-quick', f"found {found!r}"
+    found = content('list_quick.txt')
+    assert found == 'case-close', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('flag_decode.txt')
-    assert found == 'group-quick', f"found {found!r}"
+    found = content('class_range.txt')
+    assert found == 'case-close', f"found {found!r}"

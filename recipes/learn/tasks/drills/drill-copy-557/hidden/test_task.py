@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('break_range.txt')
-    assert found == 'data-item', f"found {found!r}"
+    found = content('import_diff.txt')
+    assert found == 'default-decode', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('form_data.txt')
-    assert found == 'data-item', f"found {found!r}"
+    found = content('form_item.txt')
+    assert found == 'default-decode', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('break_close.txt')
-    assert found == 'default-data', f"found {found!r}"
+    found = content('mark_data.txt')
+    assert found == 'char-data', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('range_make.txt')
-    assert found == 'default-data', f"found {found!r}"
+    found = content('form_range.txt')
+    assert found == 'char-data', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('long_check.txt')
-    assert found == 'scan-push', f"found {found!r}"
+    found = content('print_flag.txt')
+    assert found == 'group-default', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('form_find.txt')
-    assert found == 'scan-push', f"found {found!r}"
+    found = content('check_column.txt')
+    assert found == 'group-default', f"found {found!r}"

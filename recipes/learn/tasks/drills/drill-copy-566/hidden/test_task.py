@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('group_break.txt')
-    assert found == 'default-form', f"found {found!r}"
+    found = content('range_data.txt')
+    assert found == 'equal-size', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('equal_char.txt')
-    assert found == 'default-form', f"found {found!r}"
+    found = content('push_decode.txt')
+    assert found == 'equal-size', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('group_flag.txt')
-    assert found == 'scan-match', f"found {found!r}"
+    found = content('size_side.txt')
+    assert found == 'list-begin', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('char_class.txt')
-    assert found == 'scan-match', f"found {found!r}"
+    found = content('flag_match.txt')
+    assert found == 'list-begin', f"found {found!r}"

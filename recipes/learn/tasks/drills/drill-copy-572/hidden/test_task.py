@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('next_blocks.txt')
-    assert found == 'blanks-blocks', f"found {found!r}"
+    found = content('quick_scan.txt')
+    assert found == 'diff-parse', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('blanks_codes.txt')
-    assert found == 'blanks-blocks', f"found {found!r}"
+    found = content('diff_begin.txt')
+    assert found == 'diff-parse', f"found {found!r}"

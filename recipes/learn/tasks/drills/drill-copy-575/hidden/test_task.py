@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_copy_content():
-    found = content('quick_column.txt')
-    assert found == 'mark-codes', f"found {found!r}"
+    found = content('mark_sort.txt')
+    assert found == 'group-class', f"found {found!r}"
 
 
 def test_source_unchanged():
-    found = content('quick_match.txt')
-    assert found == 'mark-codes', f"found {found!r}"
+    found = content('data_range.txt')
+    assert found == 'group-class', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('char_list.txt')
+    found = content('blanks_group.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('char_list.txt')
+    found = content('blanks_group.txt')
     assert found == 'begin-blocks', f"found {found!r}"

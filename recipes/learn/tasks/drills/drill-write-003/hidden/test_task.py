@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('form_import.txt')
+    found = content('match_file.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('form_import.txt')
-    assert found == 'side-case', f"found {found!r}"
+    found = content('match_file.txt')
+    assert found == 'form-best', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('side_find.txt')
+    found = content('equal_side.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('side_find.txt')
-    assert found == 'import-default', f"found {found!r}"
+    found = content('equal_side.txt')
+    assert found == 'scan-long', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('chunks_default.txt')
+    found = content('equal_quick.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('chunks_default.txt')
-    assert found == 'delete-blanks', f"found {found!r}"
+    found = content('equal_quick.txt')
+    assert found == 'check-make', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('delete_begin.txt')
+    found = content('sort_quick.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('delete_begin.txt')
-    assert found == 'data-import', f"found {found!r}"
+    found = content('sort_quick.txt')
+    assert found == 'form-match', f"found {found!r}"

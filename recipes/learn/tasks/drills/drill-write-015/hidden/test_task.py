@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('sort_check.txt')
+    found = content('break_encode.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('sort_check.txt')
-    assert found == 'codes-range', f"found {found!r}"
+    found = content('break_encode.txt')
+    assert found == 'next-encode', f"found {found!r}"

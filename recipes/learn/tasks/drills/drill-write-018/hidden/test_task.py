@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('flag_print.txt')
+    found = content('match_default.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('flag_print.txt')
-    assert found == 'scan-side', f"found {found!r}"
+    found = content('match_default.txt')
+    assert found == 'import-blocks', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('parse_check.txt')
+    found = content('print_range.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('parse_check.txt')
-    assert found == 'blocks-size', f"found {found!r}"
+    found = content('print_range.txt')
+    assert found == 'pair-match', f"found {found!r}"

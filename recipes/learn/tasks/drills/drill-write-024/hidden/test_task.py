@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('column_codes.txt')
+    found = content('adjacent_size.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('column_codes.txt')
-    assert found == 'form-context', f"found {found!r}"
+    found = content('adjacent_size.txt')
+    assert found == 'header-parse', f"found {found!r}"

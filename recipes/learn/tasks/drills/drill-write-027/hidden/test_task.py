@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('decode_close.txt')
+    found = content('make_parse.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('decode_close.txt')
-    assert found == 'sort-print', f"found {found!r}"
+    found = content('make_parse.txt')
+    assert found == 'file-pair', f"found {found!r}"

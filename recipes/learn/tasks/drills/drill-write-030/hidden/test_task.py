@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('best_codes.txt')
+    found = content('flag_close.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('best_codes.txt')
-    assert found == 'find-data', f"found {found!r}"
+    found = content('flag_close.txt')
+    assert found == 'import-long', f"found {found!r}"

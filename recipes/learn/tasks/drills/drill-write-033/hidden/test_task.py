@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('case_check.txt')
+    found = content('file_scan.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('case_check.txt')
-    assert found == 'next-quick', f"found {found!r}"
+    found = content('file_scan.txt')
+    assert found == 'flag-long', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('chunks_mark.txt')
+    found = content('check_default.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('chunks_mark.txt')
-    assert found == 'range-group', f"found {found!r}"
+    found = content('check_default.txt')
+    assert found == 'break-best', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('long_match.txt')
+    found = content('begin_quick.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('long_match.txt')
-    assert found == 'check-chunks', f"found {found!r}"
+    found = content('begin_quick.txt')
+    assert found == 'class-equal', f"found {found!r}"

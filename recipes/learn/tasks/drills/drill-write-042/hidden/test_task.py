@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('encode_column.txt')
+    found = content('flag_range.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('encode_column.txt')
-    assert found == 'data-adjacent', f"found {found!r}"
+    found = content('flag_range.txt')
+    assert found == 'header-find', f"found {found!r}"

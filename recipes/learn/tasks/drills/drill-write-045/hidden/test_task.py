@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('size_encode.txt')
+    found = content('make_print.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('size_encode.txt')
-    assert found == 'blanks-char', f"found {found!r}"
+    found = content('make_print.txt')
+    assert found == 'long-close', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('delete_form.txt')
+    found = content('codes_mark.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('delete_form.txt')
-    assert found == 'char-break', f"found {found!r}"
+    found = content('codes_mark.txt')
+    assert found == 'encode-item', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('context_item.txt')
+    found = content('close_blocks.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('context_item.txt')
-    assert found == 'size-chunks', f"found {found!r}"
+    found = content('close_blocks.txt')
+    assert found == 'side-pair', f"found {found!r}"

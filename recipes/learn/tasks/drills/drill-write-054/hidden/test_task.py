@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('blanks_break.txt')
+    found = content('column_chunks.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('blanks_break.txt')
-    assert found == 'data-decode', f"found {found!r}"
+    found = content('column_chunks.txt')
+    assert found == 'encode-scan', f"found {found!r}"

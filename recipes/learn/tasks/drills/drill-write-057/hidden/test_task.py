@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('sort_close.txt')
+    found = content('chunks_diff.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('sort_close.txt')
-    assert found == 'close-make', f"found {found!r}"
+    found = content('chunks_diff.txt')
+    assert found == 'next-decode', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('import_size.txt')
+    found = content('form_blanks.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('import_size.txt')
-    assert found == 'long-print', f"found {found!r}"
+    found = content('form_blanks.txt')
+    assert found == 'class-break', f"found {found!r}"

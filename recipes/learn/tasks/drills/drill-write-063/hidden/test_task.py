@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('char_range.txt')
+    found = content('blocks_import.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('char_range.txt')
-    assert found == 'sort-group', f"found {found!r}"
+    found = content('blocks_import.txt')
+    assert found == 'case-flag', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('mark_close.txt')
+    found = content('encode_delete.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('mark_close.txt')
-    assert found == 'data-encode', f"found {found!r}"
+    found = content('encode_delete.txt')
+    assert found == 'default-best', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('delete_context.txt')
+    found = content('column_delete.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('delete_context.txt')
-    assert found == 'list-chunks', f"found {found!r}"
+    found = content('column_delete.txt')
+    assert found == 'mark-best', f"found {found!r}"

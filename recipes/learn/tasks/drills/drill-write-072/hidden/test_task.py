@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('diff_codes.txt')
+    found = content('list_encode.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('diff_codes.txt')
-    assert found == 'size-begin', f"found {found!r}"
+    found = content('list_encode.txt')
+    assert found == 'close-range', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('context_header.txt')
+    found = content('sort_codes.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('context_header.txt')
-    assert found == 'scan-import', f"found {found!r}"
+    found = content('sort_codes.txt')
+    assert found == 'flag-scan', f"found {found!r}"

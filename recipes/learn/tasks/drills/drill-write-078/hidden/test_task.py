@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('diff_close.txt')
+    found = content('range_next.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('diff_close.txt')
-    assert found == 'match-find', f"found {found!r}"
+    found = content('range_next.txt')
+    assert found == 'pair-group', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('codes_column.txt')
+    found = content('mark_next.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('codes_column.txt')
-    assert found == 'item-class', f"found {found!r}"
+    found = content('mark_next.txt')
+    assert found == 'group-close', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('sort_default.txt')
+    found = content('import_mark.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('sort_default.txt')
-    assert found == 'codes-diff', f"found {found!r}"
+    found = content('import_mark.txt')
+    assert found == 'group-class', f"found {found!r}"

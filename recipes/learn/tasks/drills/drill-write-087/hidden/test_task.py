@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('size_item.txt')
+    found = content('codes_break.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('size_item.txt')
-    assert found == 'scan-group', f"found {found!r}"
+    found = content('codes_break.txt')
+    assert found == 'adjacent-pair', f"found {found!r}"

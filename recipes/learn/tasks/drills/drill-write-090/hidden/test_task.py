@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('default_form.txt')
+    found = content('sort_print.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('default_form.txt')
-    assert found == 'blocks-next', f"found {found!r}"
+    found = content('sort_print.txt')
+    assert found == 'side-header', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('parse_decode.txt')
+    found = content('make_decode.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('parse_decode.txt')
-    assert found == 'side-check', f"found {found!r}"
+    found = content('make_decode.txt')
+    assert found == 'default-break', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('range_check.txt')
+    found = content('parse_decode.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('range_check.txt')
-    assert found == 'check-decode', f"found {found!r}"
+    found = content('parse_decode.txt')
+    assert found == 'scan-side', f"found {found!r}"

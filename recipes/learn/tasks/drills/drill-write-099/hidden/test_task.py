@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('long_blocks.txt')
+    found = content('blanks_file.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('long_blocks.txt')
-    assert found == 'codes-equal', f"found {found!r}"
+    found = content('blanks_file.txt')
+    assert found == 'check-equal', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('break_match.txt')
+    found = content('range_equal.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('break_match.txt')
-    assert found == 'flag-mark', f"found {found!r}"
+    found = content('range_equal.txt')
+    assert found == 'header-print', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('decode_header.txt')
+    found = content('codes_context.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('decode_header.txt')
-    assert found == 'char-mark', f"found {found!r}"
+    found = content('codes_context.txt')
+    assert found == 'best-scan', f"found {found!r}"

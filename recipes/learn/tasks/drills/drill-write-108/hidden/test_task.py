@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('equal_blocks.txt')
+    found = content('char_adjacent.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('equal_blocks.txt')
-    assert found == 'make-equal', f"found {found!r}"
+    found = content('char_adjacent.txt')
+    assert found == 'diff-pair', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('blocks_make.txt')
+    found = content('group_make.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('blocks_make.txt')
-    assert found == 'push-best', f"found {found!r}"
+    found = content('group_make.txt')
+    assert found == 'header-group', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('close_case.txt')
+    found = content('item_file.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('close_case.txt')
-    assert found == 'sort-make', f"found {found!r}"
+    found = content('item_file.txt')
+    assert found == 'sort-file', f"found {found!r}"

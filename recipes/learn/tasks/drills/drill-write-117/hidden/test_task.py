@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('blanks_equal.txt')
+    found = content('long_item.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('blanks_equal.txt')
-    assert found == 'mark-encode', f"found {found!r}"
+    found = content('long_item.txt')
+    assert found == 'column-item', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('pair_import.txt')
+    found = content('break_import.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('pair_import.txt')
-    assert found == 'delete-close', f"found {found!r}"
+    found = content('break_import.txt')
+    assert found == 'flag-file', f"found {found!r}"

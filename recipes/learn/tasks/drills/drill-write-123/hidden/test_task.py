@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('class_encode.txt')
+    found = content('column_find.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('class_encode.txt')
-    assert found == 'best-blanks', f"found {found!r}"
+    found = content('column_find.txt')
+    assert found == 'find-data', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('codes_char.txt')
+    found = content('file_check.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('codes_char.txt')
-    assert found == 'mark-context', f"found {found!r}"
+    found = content('file_check.txt')
+    assert found == 'sort-close', f"found {found!r}"

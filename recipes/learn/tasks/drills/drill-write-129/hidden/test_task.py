@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('range_chunks.txt')
+    found = content('side_file.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('range_chunks.txt')
-    assert found == 'decode-side', f"found {found!r}"
+    found = content('side_file.txt')
+    assert found == 'column-range', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('sort_side.txt')
+    found = content('size_list.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('sort_side.txt')
-    assert found == 'quick-pair', f"found {found!r}"
+    found = content('size_list.txt')
+    assert found == 'scan-column', f"found {found!r}"

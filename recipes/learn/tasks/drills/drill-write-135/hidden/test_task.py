@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('close_sort.txt')
+    found = content('blocks_begin.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('close_sort.txt')
-    assert found == 'import-close', f"found {found!r}"
+    found = content('blocks_begin.txt')
+    assert found == 'blocks-data', f"found {found!r}"

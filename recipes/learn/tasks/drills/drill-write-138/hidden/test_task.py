@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('side_push.txt')
+    found = content('data_file.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('side_push.txt')
-    assert found == 'class-close', f"found {found!r}"
+    found = content('data_file.txt')
+    assert found == 'data-decode', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('push_check.txt')
+    found = content('pair_adjacent.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('push_check.txt')
-    assert found == 'form-best', f"found {found!r}"
+    found = content('pair_adjacent.txt')
+    assert found == 'header-pair', f"found {found!r}"

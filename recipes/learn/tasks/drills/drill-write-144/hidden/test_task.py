@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('print_range.txt')
+    found = content('push_match.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('print_range.txt')
-    assert found == 'quick-begin', f"found {found!r}"
+    found = content('push_match.txt')
+    assert found == 'check-file', f"found {found!r}"

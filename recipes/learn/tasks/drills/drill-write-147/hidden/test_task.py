@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('scan_encode.txt')
+    found = content('push_decode.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('scan_encode.txt')
-    assert found == 'scan-check', f"found {found!r}"
+    found = content('push_decode.txt')
+    assert found == 'parse-list', f"found {found!r}"

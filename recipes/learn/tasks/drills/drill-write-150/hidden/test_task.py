@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('push_pair.txt')
+    found = content('match_diff.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('push_pair.txt')
-    assert found == 'default-column', f"found {found!r}"
+    found = content('match_diff.txt')
+    assert found == 'adjacent-blocks', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('blocks_quick.txt')
+    found = content('blocks_find.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('blocks_quick.txt')
-    assert found == 'break-column', f"found {found!r}"
+    found = content('blocks_find.txt')
+    assert found == 'default-match', f"found {found!r}"

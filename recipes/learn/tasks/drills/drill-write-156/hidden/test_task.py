@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('print_blanks.txt')
+    found = content('char_diff.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('print_blanks.txt')
-    assert found == 'range-pair', f"found {found!r}"
+    found = content('char_diff.txt')
+    assert found == 'file-match', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('parse_blanks.txt')
+    found = content('list_delete.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('parse_blanks.txt')
-    assert found == 'header-best', f"found {found!r}"
+    found = content('list_delete.txt')
+    assert found == 'flag-form', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('find_codes.txt')
+    found = content('char_break.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('find_codes.txt')
-    assert found == 'flag-decode', f"found {found!r}"
+    found = content('char_break.txt')
+    assert found == 'item-begin', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('next_delete.txt')
+    found = content('sort_make.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('next_delete.txt')
-    assert found == 'push-case', f"found {found!r}"
+    found = content('sort_make.txt')
+    assert found == 'case-close', f"found {found!r}"

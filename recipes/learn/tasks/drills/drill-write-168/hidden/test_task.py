@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('item_flag.txt')
+    found = content('blanks_encode.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('item_flag.txt')
-    assert found == 'begin-char', f"found {found!r}"
+    found = content('blanks_encode.txt')
+    assert found == 'flag-item', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('equal_codes.txt')
+    found = content('char_make.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('equal_codes.txt')
-    assert found == 'group-encode', f"found {found!r}"
+    found = content('char_make.txt')
+    assert found == 'diff-size', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('default_blanks.txt')
+    found = content('case_encode.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('default_blanks.txt')
-    assert found == 'diff-match', f"found {found!r}"
+    found = content('case_encode.txt')
+    assert found == 'list-data', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('decode_form.txt')
+    found = content('find_match.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('decode_form.txt')
-    assert found == 'decode-push', f"found {found!r}"
+    found = content('find_match.txt')
+    assert found == 'encode-decode', f"found {found!r}"

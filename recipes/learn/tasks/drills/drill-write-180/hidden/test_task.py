@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('context_side.txt')
+    found = content('push_side.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('context_side.txt')
-    assert found == 'mark-size', f"found {found!r}"
+    found = content('push_side.txt')
+    assert found == 'delete-range', f"found {found!r}"

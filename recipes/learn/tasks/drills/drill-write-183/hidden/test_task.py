@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('item_sort.txt')
+    found = content('print_encode.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('item_sort.txt')
-    assert found == 'begin-sort', f"found {found!r}"
+    found = content('print_encode.txt')
+    assert found == 'break-make', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('form_diff.txt')
+    found = content('print_delete.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('form_diff.txt')
-    assert found == 'range-parse', f"found {found!r}"
+    found = content('print_delete.txt')
+    assert found == 'sort-blocks', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('decode_adjacent.txt')
+    found = content('class_scan.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('decode_adjacent.txt')
-    assert found == 'find-default', f"found {found!r}"
+    found = content('class_scan.txt')
+    assert found == 'char-begin', f"found {found!r}"

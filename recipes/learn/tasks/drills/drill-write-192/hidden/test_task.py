@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('list_decode.txt')
+    found = content('break_adjacent.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('list_decode.txt')
-    assert found == 'data-scan', f"found {found!r}"
+    found = content('break_adjacent.txt')
+    assert found == 'flag-quick', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('quick_push.txt')
+    found = content('check_column.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('quick_push.txt')
-    assert found == 'match-delete', f"found {found!r}"
+    found = content('check_column.txt')
+    assert found == 'size-blanks', f"found {found!r}"

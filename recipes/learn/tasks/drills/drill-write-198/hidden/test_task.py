@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('char_best.txt')
+    found = content('context_quick.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('char_best.txt')
-    assert found == 'chunks-sort', f"found {found!r}"
+    found = content('context_quick.txt')
+    assert found == 'codes-case', f"found {found!r}"

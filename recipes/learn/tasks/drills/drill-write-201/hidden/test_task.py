@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('chunks_delete.txt')
+    found = content('form_group.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('chunks_delete.txt')
-    assert found == 'best-data', f"found {found!r}"
+    found = content('form_group.txt')
+    assert found == 'find-decode', f"found {found!r}"

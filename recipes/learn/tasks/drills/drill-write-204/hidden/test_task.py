@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('char_equal.txt')
+    found = content('list_long.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('char_equal.txt')
-    assert found == 'form-adjacent', f"found {found!r}"
+    found = content('list_long.txt')
+    assert found == 'long-column', f"found {found!r}"

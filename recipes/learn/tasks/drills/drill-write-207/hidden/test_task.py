@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('begin_parse.txt')
+    found = content('make_diff.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('begin_parse.txt')
-    assert found == 'match-size', f"found {found!r}"
+    found = content('make_diff.txt')
+    assert found == 'list-adjacent', f"found {found!r}"

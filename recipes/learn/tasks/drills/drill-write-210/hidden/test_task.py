@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('quick_header.txt')
+    found = content('next_match.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('quick_header.txt')
-    assert found == 'push-side', f"found {found!r}"
+    found = content('next_match.txt')
+    assert found == 'next-equal', f"found {found!r}"

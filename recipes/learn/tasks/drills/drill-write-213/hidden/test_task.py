@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('case_flag.txt')
+    found = content('make_adjacent.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('case_flag.txt')
-    assert found == 'import-case', f"found {found!r}"
+    found = content('make_adjacent.txt')
+    assert found == 'begin-adjacent', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('scan_blocks.txt')
+    found = content('size_chunks.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('scan_blocks.txt')
-    assert found == 'find-scan', f"found {found!r}"
+    found = content('size_chunks.txt')
+    assert found == 'delete-class', f"found {found!r}"

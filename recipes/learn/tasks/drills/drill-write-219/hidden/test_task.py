@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('pair_print.txt')
+    found = content('encode_next.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('pair_print.txt')
-    assert found == 'equal-begin', f"found {found!r}"
+    found = content('encode_next.txt')
+    assert found == 'data-break', f"found {found!r}"

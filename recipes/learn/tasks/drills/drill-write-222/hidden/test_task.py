@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('begin_scan.txt')
+    found = content('case_diff.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('begin_scan.txt')
-    assert found == 'case-form', f"found {found!r}"
+    found = content('case_diff.txt')
+    assert found == 'quick-column', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('side_make.txt')
+    found = content('size_quick.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('side_make.txt')
-    assert found == 'chunks-long', f"found {found!r}"
+    found = content('size_quick.txt')
+    assert found == 'context-parse', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('adjacent_flag.txt')
+    found = content('column_encode.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('adjacent_flag.txt')
-    assert found == 'adjacent-data', f"found {found!r}"
+    found = content('column_encode.txt')
+    assert found == 'blanks-make', f"found {found!r}"

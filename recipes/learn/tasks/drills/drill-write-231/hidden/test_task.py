@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('make_side.txt')
+    found = content('side_begin.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('make_side.txt')
-    assert found == 'list-header', f"found {found!r}"
+    found = content('side_begin.txt')
+    assert found == 'group-case', f"found {found!r}"

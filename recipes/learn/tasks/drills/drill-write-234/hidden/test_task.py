@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('close_list.txt')
+    found = content('chunks_adjacent.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('close_list.txt')
-    assert found == 'case-equal', f"found {found!r}"
+    found = content('chunks_adjacent.txt')
+    assert found == 'decode-scan', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('quick_list.txt')
+    found = content('pair_data.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('quick_list.txt')
-    assert found == 'blocks-begin', f"found {found!r}"
+    found = content('pair_data.txt')
+    assert found == 'list-scan', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('char_scan.txt')
+    found = content('char_column.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('char_scan.txt')
-    assert found == 'scan-case', f"found {found!r}"
+    found = content('char_column.txt')
+    assert found == 'diff-header', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('group_find.txt')
+    found = content('encode_form.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('group_find.txt')
-    assert found == 'import-adjacent', f"found {found!r}"
+    found = content('encode_form.txt')
+    assert found == 'equal-pair', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('break_side.txt')
+    found = content('check_parse.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('break_side.txt')
-    assert found == 'quick-next', f"found {found!r}"
+    found = content('check_parse.txt')
+    assert found == 'scan-blocks', f"found {found!r}"

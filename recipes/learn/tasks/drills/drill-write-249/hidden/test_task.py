@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('make_item.txt')
+    found = content('range_best.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('make_item.txt')
-    assert found == 'print-break', f"found {found!r}"
+    found = content('range_best.txt')
+    assert found == 'case-range', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('adjacent_best.txt')
+    found = content('delete_encode.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('adjacent_best.txt')
-    assert found == 'close-mark', f"found {found!r}"
+    found = content('delete_encode.txt')
+    assert found == 'flag-best', f"found {found!r}"

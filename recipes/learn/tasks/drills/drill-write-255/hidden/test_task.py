@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('close_codes.txt')
+    found = content('close_form.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('close_codes.txt')
-    assert found == 'break-parse', f"found {found!r}"
+    found = content('close_form.txt')
+    assert found == 'blanks-decode', f"found {found!r}"

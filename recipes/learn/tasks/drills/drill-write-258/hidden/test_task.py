@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('delete_size.txt')
+    found = content('close_begin.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('delete_size.txt')
-    assert found == 'print-quick', f"found {found!r}"
+    found = content('close_begin.txt')
+    assert found == 'break-match', f"found {found!r}"

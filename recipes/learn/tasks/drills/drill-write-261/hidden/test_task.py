@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('case_mark.txt')
+    found = content('begin_class.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('case_mark.txt')
-    assert found == 'break-blanks', f"found {found!r}"
+    found = content('begin_class.txt')
+    assert found == 'file-size', f"found {found!r}"

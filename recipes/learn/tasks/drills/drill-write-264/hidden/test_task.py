@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('range_match.txt')
+    found = content('range_default.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('range_match.txt')
-    assert found == 'header-side', f"found {found!r}"
+    found = content('range_default.txt')
+    assert found == 'char-scan', f"found {found!r}"

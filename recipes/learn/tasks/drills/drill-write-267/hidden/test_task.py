@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('best_make.txt')
+    found = content('next_default.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('best_make.txt')
-    assert found == 'group-case', f"found {found!r}"
+    found = content('next_default.txt')
+    assert found == 'scan-push', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('list_blocks.txt')
+    found = content('sort_diff.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('list_blocks.txt')
-    assert found == 'pair-quick', f"found {found!r}"
+    found = content('sort_diff.txt')
+    assert found == 'mark-find', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('find_delete.txt')
+    found = content('diff_break.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('find_delete.txt')
-    assert found == 'flag-range', f"found {found!r}"
+    found = content('diff_break.txt')
+    assert found == 'form-context', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('blocks_scan.txt')
+    found = content('scan_form.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('blocks_scan.txt')
-    assert found == 'break-encode', f"found {found!r}"
+    found = content('scan_form.txt')
+    assert found == 'encode-context', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('range_diff.txt')
+    found = content('scan_chunks.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('range_diff.txt')
-    assert found == 'parse-group', f"found {found!r}"
+    found = content('scan_chunks.txt')
+    assert found == 'group-codes', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('column_pair.txt')
+    found = content('form_diff.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('column_pair.txt')
-    assert found == 'check-next', f"found {found!r}"
+    found = content('form_diff.txt')
+    assert found == 'blocks-quick', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('begin_push.txt')
+    found = content('begin_match.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('begin_push.txt')
-    assert found == 'encode-next', f"found {found!r}"
+    found = content('begin_match.txt')
+    assert found == 'make-group', f"found {found!r}"

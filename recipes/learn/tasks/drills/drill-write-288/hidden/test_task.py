@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('import_mark.txt')
+    found = content('quick_parse.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('import_mark.txt')
-    assert found == 'class-push', f"found {found!r}"
+    found = content('quick_parse.txt')
+    assert found == 'column-form', f"found {found!r}"

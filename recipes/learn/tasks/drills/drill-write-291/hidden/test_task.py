@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('context_long.txt')
+    found = content('data_quick.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('context_long.txt')
-    assert found == 'pair-range', f"found {found!r}"
+    found = content('data_quick.txt')
+    assert found == 'pair-context', f"found {found!r}"

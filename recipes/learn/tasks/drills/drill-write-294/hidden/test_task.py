@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('find_long.txt')
+    found = content('case_adjacent.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('find_long.txt')
-    assert found == 'item-encode', f"found {found!r}"
+    found = content('case_adjacent.txt')
+    assert found == 'column-flag', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('default_begin.txt')
+    found = content('find_form.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('default_begin.txt')
-    assert found == 'pair-size', f"found {found!r}"
+    found = content('find_form.txt')
+    assert found == 'size-pair', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('char_parse.txt')
+    found = content('flag_adjacent.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('char_parse.txt')
-    assert found == 'flag-quick', f"found {found!r}"
+    found = content('flag_adjacent.txt')
+    assert found == 'decode-adjacent', f"found {found!r}"

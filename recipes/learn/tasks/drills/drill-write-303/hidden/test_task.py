@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('group_context.txt')
+    found = content('decode_import.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('group_context.txt')
-    assert found == 'make-begin', f"found {found!r}"
+    found = content('decode_import.txt')
+    assert found == 'match-best', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('adjacent_chunks.txt')
+    found = content('column_make.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('adjacent_chunks.txt')
-    assert found == 'default-equal', f"found {found!r}"
+    found = content('column_make.txt')
+    assert found == 'codes-push', f"found {found!r}"

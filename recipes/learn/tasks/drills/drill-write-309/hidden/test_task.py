@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('side_close.txt')
+    found = content('pair_parse.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('side_close.txt')
-    assert found == 'mark-group', f"found {found!r}"
+    found = content('pair_parse.txt')
+    assert found == 'range-class', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('push_next.txt')
+    found = content('decode_best.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('push_next.txt')
-    assert found == 'encode-blocks', f"found {found!r}"
+    found = content('decode_best.txt')
+    assert found == 'flag-begin', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('range_import.txt')
+    found = content('begin_item.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('range_import.txt')
-    assert found == 'long-best', f"found {found!r}"
+    found = content('begin_item.txt')
+    assert found == 'close-scan', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('context_size.txt')
+    found = content('decode_chunks.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('context_size.txt')
-    assert found == 'default-delete', f"found {found!r}"
+    found = content('decode_chunks.txt')
+    assert found == 'delete-file', f"found {found!r}"

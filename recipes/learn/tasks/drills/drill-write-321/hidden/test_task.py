@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('best_default.txt')
+    found = content('quick_long.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('best_default.txt')
-    assert found == 'find-item', f"found {found!r}"
+    found = content('quick_long.txt')
+    assert found == 'find-best', f"found {found!r}"

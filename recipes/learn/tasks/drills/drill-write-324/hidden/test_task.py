@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('adjacent_default.txt')
+    found = content('column_blanks.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('adjacent_default.txt')
-    assert found == 'form-mark', f"found {found!r}"
+    found = content('column_blanks.txt')
+    assert found == 'check-codes', f"found {found!r}"

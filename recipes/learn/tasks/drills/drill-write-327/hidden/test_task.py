@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('parse_side.txt')
+    found = content('print_equal.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('parse_side.txt')
-    assert found == 'header-flag', f"found {found!r}"
+    found = content('print_equal.txt')
+    assert found == 'close-parse', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('column_char.txt')
+    found = content('scan_equal.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('column_char.txt')
-    assert found == 'adjacent-close', f"found {found!r}"
+    found = content('scan_equal.txt')
+    assert found == 'side-long', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('decode_size.txt')
+    found = content('flag_push.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('decode_size.txt')
-    assert found == 'range-char', f"found {found!r}"
+    found = content('flag_push.txt')
+    assert found == 'flag-list', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('case_side.txt')
+    found = content('import_default.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('case_side.txt')
-    assert found == 'close-diff', f"found {found!r}"
+    found = content('import_default.txt')
+    assert found == 'case-parse', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('next_mark.txt')
+    found = content('mark_match.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('next_mark.txt')
-    assert found == 'quick-chunks', f"found {found!r}"
+    found = content('mark_match.txt')
+    assert found == 'import-find', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('blanks_sort.txt')
+    found = content('header_file.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('blanks_sort.txt')
-    assert found == 'range-equal', f"found {found!r}"
+    found = content('header_file.txt')
+    assert found == 'list-find', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('find_break.txt')
+    found = content('adjacent_blanks.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('find_break.txt')
-    assert found == 'pair-context', f"found {found!r}"
+    found = content('adjacent_blanks.txt')
+    assert found == 'flag-blanks', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('range_break.txt')
+    found = content('parse_sort.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('range_break.txt')
-    assert found == 'close-column', f"found {found!r}"
+    found = content('parse_sort.txt')
+    assert found == 'delete-sort', f"found {found!r}"

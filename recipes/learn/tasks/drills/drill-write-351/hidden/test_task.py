@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('flag_blanks.txt')
+    found = content('encode_make.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('flag_blanks.txt')
-    assert found == 'group-break', f"found {found!r}"
+    found = content('encode_make.txt')
+    assert found == 'blanks-codes', f"found {found!r}"

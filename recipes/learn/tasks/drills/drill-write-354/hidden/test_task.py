@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('form_data.txt')
+    found = content('adjacent_chunks.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('form_data.txt')
-    assert found == 'column-decode', f"found {found!r}"
+    found = content('adjacent_chunks.txt')
+    assert found == 'column-class', f"found {found!r}"

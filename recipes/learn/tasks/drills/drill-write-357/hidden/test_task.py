@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('context_adjacent.txt')
+    found = content('file_next.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('context_adjacent.txt')
-    assert found == 'sort-adjacent', f"found {found!r}"
+    found = content('file_next.txt')
+    assert found == 'parse-match', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('decode_check.txt')
+    found = content('make_blanks.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('decode_check.txt')
-    assert found == 'range-class', f"found {found!r}"
+    found = content('make_blanks.txt')
+    assert found == 'diff-print', f"found {found!r}"

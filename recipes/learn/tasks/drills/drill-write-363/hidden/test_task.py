@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('case_list.txt')
+    found = content('context_codes.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('case_list.txt')
-    assert found == 'parse-import', f"found {found!r}"
+    found = content('context_codes.txt')
+    assert found == 'import-make', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('close_header.txt')
+    found = content('blanks_chunks.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('close_header.txt')
-    assert found == 'scan-equal', f"found {found!r}"
+    found = content('blanks_chunks.txt')
+    assert found == 'blocks-column', f"found {found!r}"

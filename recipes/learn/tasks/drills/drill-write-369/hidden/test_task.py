@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('range_close.txt')
+    found = content('chunks_group.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('range_close.txt')
-    assert found == 'blanks-case', f"found {found!r}"
+    found = content('chunks_group.txt')
+    assert found == 'side-context', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('print_item.txt')
+    found = content('adjacent_class.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('print_item.txt')
-    assert found == 'encode-find', f"found {found!r}"
+    found = content('adjacent_class.txt')
+    assert found == 'blanks-list', f"found {found!r}"

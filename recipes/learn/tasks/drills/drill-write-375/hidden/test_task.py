@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('blocks_encode.txt')
+    found = content('range_char.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('blocks_encode.txt')
-    assert found == 'scan-mark', f"found {found!r}"
+    found = content('range_char.txt')
+    assert found == 'blocks-context', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('list_scan.txt')
+    found = content('decode_char.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('list_scan.txt')
-    assert found == 'column-group', f"found {found!r}"
+    found = content('decode_char.txt')
+    assert found == 'delete-size', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('codes_parse.txt')
+    found = content('flag_equal.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('codes_parse.txt')
-    assert found == 'list-item', f"found {found!r}"
+    found = content('flag_equal.txt')
+    assert found == 'group-break', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('close_blocks.txt')
+    found = content('chunks_check.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('close_blocks.txt')
-    assert found == 'match-decode', f"found {found!r}"
+    found = content('chunks_check.txt')
+    assert found == 'decode-quick', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('data_size.txt')
+    found = content('default_make.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('data_size.txt')
-    assert found == 'find-context', f"found {found!r}"
+    found = content('default_make.txt')
+    assert found == 'quick-item', f"found {found!r}"

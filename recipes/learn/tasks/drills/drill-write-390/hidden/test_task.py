@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('print_close.txt')
+    found = content('adjacent_data.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('print_close.txt')
-    assert found == 'decode-chunks', f"found {found!r}"
+    found = content('adjacent_data.txt')
+    assert found == 'char-quick', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('check_column.txt')
+    found = content('import_side.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('check_column.txt')
-    assert found == 'pair-scan', f"found {found!r}"
+    found = content('import_side.txt')
+    assert found == 'blocks-long', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('case_chunks.txt')
+    found = content('context_item.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('case_chunks.txt')
-    assert found == 'decode-sort', f"found {found!r}"
+    found = content('context_item.txt')
+    assert found == 'blanks-adjacent', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('match_header.txt')
+    found = content('column_default.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('match_header.txt')
-    assert found == 'chunks-list', f"found {found!r}"
+    found = content('column_default.txt')
+    assert found == 'column-begin', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('make_next.txt')
+    found = content('adjacent_equal.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('make_next.txt')
-    assert found == 'flag-column', f"found {found!r}"
+    found = content('adjacent_equal.txt')
+    assert found == 'close-item', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('range_form.txt')
+    found = content('file_encode.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('range_form.txt')
-    assert found == 'class-default', f"found {found!r}"
+    found = content('file_encode.txt')
+    assert found == 'diff-scan', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('make_blanks.txt')
+    found = content('data_next.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('make_blanks.txt')
-    assert found == 'break-list', f"found {found!r}"
+    found = content('data_next.txt')
+    assert found == 'class-adjacent', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('header_form.txt')
+    found = content('decode_sort.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('header_form.txt')
-    assert found == 'char-data', f"found {found!r}"
+    found = content('decode_sort.txt')
+    assert found == 'sort-adjacent', f"found {found!r}"

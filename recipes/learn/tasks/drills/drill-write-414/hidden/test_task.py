@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('best_next.txt')
+    found = content('column_codes.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('best_next.txt')
-    assert found == 'range-best', f"found {found!r}"
+    found = content('column_codes.txt')
+    assert found == 'best-match', f"found {found!r}"

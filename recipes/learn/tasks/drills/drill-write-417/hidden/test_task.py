@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('class_make.txt')
+    found = content('list_next.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('class_make.txt')
-    assert found == 'header-decode', f"found {found!r}"
+    found = content('list_next.txt')
+    assert found == 'mark-long', f"found {found!r}"

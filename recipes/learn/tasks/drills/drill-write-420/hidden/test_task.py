@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('begin_item.txt')
+    found = content('check_adjacent.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('begin_item.txt')
-    assert found == 'check-close', f"found {found!r}"
+    found = content('check_adjacent.txt')
+    assert found == 'decode-next', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('default_scan.txt')
+    found = content('chunks_codes.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('default_scan.txt')
-    assert found == 'pair-codes', f"found {found!r}"
+    found = content('chunks_codes.txt')
+    assert found == 'next-check', f"found {found!r}"

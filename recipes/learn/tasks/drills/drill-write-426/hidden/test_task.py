@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('equal_make.txt')
+    found = content('header_quick.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('equal_make.txt')
-    assert found == 'break-form', f"found {found!r}"
+    found = content('header_quick.txt')
+    assert found == 'flag-print', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('sort_parse.txt')
+    found = content('form_adjacent.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('sort_parse.txt')
-    assert found == 'column-push', f"found {found!r}"
+    found = content('form_adjacent.txt')
+    assert found == 'begin-chunks', f"found {found!r}"

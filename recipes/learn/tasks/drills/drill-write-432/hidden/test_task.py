@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('print_find.txt')
+    found = content('long_delete.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('print_find.txt')
-    assert found == 'adjacent-item', f"found {found!r}"
+    found = content('long_delete.txt')
+    assert found == 'file-range', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('make_begin.txt')
+    found = content('check_group.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('make_begin.txt')
-    assert found == 'form-import', f"found {found!r}"
+    found = content('check_group.txt')
+    assert found == 'scan-quick', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('side_column.txt')
+    found = content('match_case.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('side_column.txt')
-    assert found == 'match-delete', f"found {found!r}"
+    found = content('match_case.txt')
+    assert found == 'find-group', f"found {found!r}"

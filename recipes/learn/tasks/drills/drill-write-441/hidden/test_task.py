@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('pair_blocks.txt')
+    found = content('delete_blocks.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('pair_blocks.txt')
-    assert found == 'adjacent-find', f"found {found!r}"
+    found = content('delete_blocks.txt')
+    assert found == 'class-long', f"found {found!r}"

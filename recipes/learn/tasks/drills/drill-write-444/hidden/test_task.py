@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('codes_chunks.txt')
+    found = content('decode_mark.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('codes_chunks.txt')
-    assert found == 'context-decode', f"found {found!r}"
+    found = content('decode_mark.txt')
+    assert found == 'size-equal', f"found {found!r}"

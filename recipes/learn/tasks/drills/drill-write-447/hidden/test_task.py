@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('diff_side.txt')
+    found = content('diff_item.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('diff_side.txt')
-    assert found == 'range-column', f"found {found!r}"
+    found = content('diff_item.txt')
+    assert found == 'quick-diff', f"found {found!r}"

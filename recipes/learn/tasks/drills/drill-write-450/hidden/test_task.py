@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('group_header.txt')
+    found = content('mark_check.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('group_header.txt')
-    assert found == 'blanks-next', f"found {found!r}"
+    found = content('mark_check.txt')
+    assert found == 'group-best', f"found {found!r}"

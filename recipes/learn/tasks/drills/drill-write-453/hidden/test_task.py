@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('quick_default.txt')
+    found = content('check_blocks.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('quick_default.txt')
-    assert found == 'size-case', f"found {found!r}"
+    found = content('check_blocks.txt')
+    assert found == 'flag-break', f"found {found!r}"

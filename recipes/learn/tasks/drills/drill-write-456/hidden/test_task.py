@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('break_push.txt')
+    found = content('blocks_list.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('break_push.txt')
-    assert found == 'push-pair', f"found {found!r}"
+    found = content('blocks_list.txt')
+    assert found == 'long-char', f"found {found!r}"

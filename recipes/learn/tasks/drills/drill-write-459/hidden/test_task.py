@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('close_default.txt')
+    found = content('push_begin.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('close_default.txt')
-    assert found == 'blanks-range', f"found {found!r}"
+    found = content('push_begin.txt')
+    assert found == 'check-push', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('item_begin.txt')
+    found = content('flag_quick.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('item_begin.txt')
-    assert found == 'sort-column', f"found {found!r}"
+    found = content('flag_quick.txt')
+    assert found == 'long-break', f"found {found!r}"

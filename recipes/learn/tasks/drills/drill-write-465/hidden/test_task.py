@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('decode_check.txt')
+    found = content('scan_file.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('decode_check.txt')
-    assert found == 'encode-next', f"found {found!r}"
+    found = content('scan_file.txt')
+    assert found == 'chunks-print', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('default_find.txt')
+    found = content('form_pair.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('default_find.txt')
-    assert found == 'next-mark', f"found {found!r}"
+    found = content('form_pair.txt')
+    assert found == 'context-file', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('column_delete.txt')
+    found = content('codes_group.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('column_delete.txt')
-    assert found == 'import-column', f"found {found!r}"
+    found = content('codes_group.txt')
+    assert found == 'blocks-group', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('class_equal.txt')
+    found = content('sort_column.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('class_equal.txt')
-    assert found == 'scan-parse', f"found {found!r}"
+    found = content('sort_column.txt')
+    assert found == 'decode-header', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('item_break.txt')
+    found = content('match_make.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('item_break.txt')
-    assert found == 'blocks-begin', f"found {found!r}"
+    found = content('match_make.txt')
+    assert found == 'chunks-check', f"found {found!r}"

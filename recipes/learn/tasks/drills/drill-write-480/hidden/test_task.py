@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('size_default.txt')
+    found = content('form_push.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('size_default.txt')
-    assert found == 'import-flag', f"found {found!r}"
+    found = content('form_push.txt')
+    assert found == 'long-find', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('mark_check.txt')
+    found = content('header_chunks.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('mark_check.txt')
-    assert found == 'side-mark', f"found {found!r}"
+    found = content('header_chunks.txt')
+    assert found == 'import-push', f"found {found!r}"

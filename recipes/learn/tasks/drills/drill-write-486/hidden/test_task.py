@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('match_begin.txt')
+    found = content('long_side.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('match_begin.txt')
-    assert found == 'adjacent-range', f"found {found!r}"
+    found = content('long_side.txt')
+    assert found == 'push-best', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('scan_pair.txt')
+    found = content('default_parse.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('scan_pair.txt')
-    assert found == 'break-best', f"found {found!r}"
+    found = content('default_parse.txt')
+    assert found == 'mark-chunks', f"found {found!r}"

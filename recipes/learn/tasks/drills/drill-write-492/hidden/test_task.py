@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('break_case.txt')
+    found = content('match_case.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('break_case.txt')
-    assert found == 'group-parse', f"found {found!r}"
+    found = content('match_case.txt')
+    assert found == 'char-codes', f"found {found!r}"

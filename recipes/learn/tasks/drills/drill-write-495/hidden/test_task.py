@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('adjacent_default.txt')
+    found = content('parse_find.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('adjacent_default.txt')
-    assert found == 'class-range', f"found {found!r}"
+    found = content('parse_find.txt')
+    assert found == 'mark-diff', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('long_size.txt')
+    found = content('make_begin.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('long_size.txt')
-    assert found == 'push-data', f"found {found!r}"
+    found = content('make_begin.txt')
+    assert found == 'adjacent-sort', f"found {found!r}"

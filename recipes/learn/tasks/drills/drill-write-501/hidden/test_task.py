@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('chunks_break.txt')
+    found = content('chunks_item.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('chunks_break.txt')
-    assert found == 'import-make', f"found {found!r}"
+    found = content('chunks_item.txt')
+    assert found == 'chunks-adjacent', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('flag_blocks.txt')
+    found = content('check_long.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('flag_blocks.txt')
-    assert found == 'char-parse', f"found {found!r}"
+    found = content('check_long.txt')
+    assert found == 'next-pair', f"found {found!r}"

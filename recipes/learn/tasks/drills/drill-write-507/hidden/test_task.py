@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('encode_mark.txt')
+    found = content('import_default.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('encode_mark.txt')
-    assert found == 'check-class', f"found {found!r}"
+    found = content('import_default.txt')
+    assert found == 'delete-list', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('break_blanks.txt')
+    found = content('quick_parse.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('break_blanks.txt')
-    assert found == 'close-group', f"found {found!r}"
+    found = content('quick_parse.txt')
+    assert found == 'file-break', f"found {found!r}"

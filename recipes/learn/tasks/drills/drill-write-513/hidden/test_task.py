@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('match_column.txt')
+    found = content('best_check.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('match_column.txt')
-    assert found == 'list-char', f"found {found!r}"
+    found = content('best_check.txt')
+    assert found == 'default-data', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('context_item.txt')
+    found = content('context_mark.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('context_item.txt')
-    assert found == 'encode-parse', f"found {found!r}"
+    found = content('context_mark.txt')
+    assert found == 'char-check', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('mark_flag.txt')
+    found = content('char_best.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('mark_flag.txt')
-    assert found == 'form-push', f"found {found!r}"
+    found = content('char_best.txt')
+    assert found == 'blocks-default', f"found {found!r}"

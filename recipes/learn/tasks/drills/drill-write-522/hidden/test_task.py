@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('diff_import.txt')
+    found = content('check_sort.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('diff_import.txt')
-    assert found == 'find-break', f"found {found!r}"
+    found = content('check_sort.txt')
+    assert found == 'chunks-side', f"found {found!r}"

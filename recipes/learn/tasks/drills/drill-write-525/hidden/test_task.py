@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('pair_close.txt')
+    found = content('check_chunks.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('pair_close.txt')
-    assert found == 'scan-sort', f"found {found!r}"
+    found = content('check_chunks.txt')
+    assert found == 'import-range', f"found {found!r}"

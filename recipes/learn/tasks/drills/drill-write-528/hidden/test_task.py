@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('default_adjacent.txt')
+    found = content('equal_quick.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('default_adjacent.txt')
-    assert found == 'side-blanks', f"found {found!r}"
+    found = content('equal_quick.txt')
+    assert found == 'file-range', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('quick_class.txt')
+    found = content('next_flag.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('quick_class.txt')
-    assert found == 'form-size', f"found {found!r}"
+    found = content('next_flag.txt')
+    assert found == 'file-list', f"found {found!r}"

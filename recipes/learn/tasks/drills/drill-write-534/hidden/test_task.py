@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('class_parse.txt')
+    found = content('default_make.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('class_parse.txt')
-    assert found == 'data-delete', f"found {found!r}"
+    found = content('default_make.txt')
+    assert found == 'blanks-list', f"found {found!r}"

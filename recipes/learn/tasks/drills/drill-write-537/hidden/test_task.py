@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('column_print.txt')
+    found = content('encode_close.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('column_print.txt')
-    assert found == 'encode-import', f"found {found!r}"
+    found = content('encode_close.txt')
+    assert found == 'range-context', f"found {found!r}"

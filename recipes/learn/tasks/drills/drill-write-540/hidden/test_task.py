@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('long_blocks.txt')
+    found = content('default_column.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('long_blocks.txt')
-    assert found == 'parse-best', f"found {found!r}"
+    found = content('default_column.txt')
+    assert found == 'encode-data', f"found {found!r}"

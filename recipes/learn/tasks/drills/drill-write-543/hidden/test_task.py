@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('check_close.txt')
+    found = content('flag_sort.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('check_close.txt')
-    assert found == 'delete-scan', f"found {found!r}"
+    found = content('flag_sort.txt')
+    assert found == 'data-print', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('break_char.txt')
+    found = content('header_item.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('break_char.txt')
-    assert found == 'class-delete', f"found {found!r}"
+    found = content('header_item.txt')
+    assert found == 'blanks-begin', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('form_char.txt')
+    found = content('diff_side.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('form_char.txt')
-    assert found == 'import-scan', f"found {found!r}"
+    found = content('diff_side.txt')
+    assert found == 'header-break', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('size_pair.txt')
+    found = content('chunks_find.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('size_pair.txt')
-    assert found == 'close-check', f"found {found!r}"
+    found = content('chunks_find.txt')
+    assert found == 'codes-blocks', f"found {found!r}"

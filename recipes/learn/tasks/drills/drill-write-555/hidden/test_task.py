@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('import_match.txt')
+    found = content('blanks_match.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('import_match.txt')
-    assert found == 'codes-begin', f"found {found!r}"
+    found = content('blanks_match.txt')
+    assert found == 'next-side', f"found {found!r}"

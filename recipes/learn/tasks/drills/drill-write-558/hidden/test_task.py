@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('pair_decode.txt')
+    found = content('form_default.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('pair_decode.txt')
-    assert found == 'header-begin', f"found {found!r}"
+    found = content('form_default.txt')
+    assert found == 'range-begin', f"found {found!r}"

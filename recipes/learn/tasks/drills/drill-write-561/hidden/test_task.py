@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('diff_encode.txt')
+    found = content('class_chunks.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('diff_encode.txt')
-    assert found == 'parse-side', f"found {found!r}"
+    found = content('class_chunks.txt')
+    assert found == 'context-break', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('decode_begin.txt')
+    found = content('import_class.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('decode_begin.txt')
-    assert found == 'match-long', f"found {found!r}"
+    found = content('import_class.txt')
+    assert found == 'parse-diff', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('push_print.txt')
+    found = content('size_make.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('push_print.txt')
-    assert found == 'decode-mark', f"found {found!r}"
+    found = content('size_make.txt')
+    assert found == 'mark-blanks', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('encode_form.txt')
+    found = content('import_check.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('encode_form.txt')
-    assert found == 'group-print', f"found {found!r}"
+    found = content('import_check.txt')
+    assert found == 'file-import', f"found {found!r}"

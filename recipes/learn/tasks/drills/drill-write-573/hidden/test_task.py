@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_file_exists():
-    found = content('range_class.txt')
+    found = content('char_mark.txt')
     assert found is not None, f"found {found!r}"
 
 
 def test_file_content():
-    found = content('range_class.txt')
-    assert found == 'blanks-header', f"found {found!r}"
+    found = content('char_mark.txt')
+    assert found == 'list-check', f"found {found!r}"

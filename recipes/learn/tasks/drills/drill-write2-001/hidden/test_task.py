@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('list_equal.txt')
-    assert found == 'class-find', f"found {found!r}"
+    found = content('item_side.txt')
+    assert found == 'class-data', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('data_blocks.txt')
-    assert found == 'quick-range', f"found {found!r}"
+    found = content('column_size.txt')
+    assert found == 'push-context', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('push_decode.txt')
-    assert found == 'scan-flag', f"found {found!r}"
+    found = content('print_quick.txt')
+    assert found == 'print-flag', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('list_begin.txt')
-    assert found == 'data-range', f"found {found!r}"
+    found = content('long_break.txt')
+    assert found == 'item-flag', f"found {found!r}"

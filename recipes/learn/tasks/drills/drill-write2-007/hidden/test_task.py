@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('equal_group.txt')
-    assert found == 'codes-close', f"found {found!r}"
+    found = content('file_find.txt')
+    assert found == 'blanks-blocks', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('diff_item.txt')
-    assert found == 'match-context', f"found {found!r}"
+    found = content('close_delete.txt')
+    assert found == 'break-context', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('group_flag.txt')
-    assert found == 'range-context', f"found {found!r}"
+    found = content('file_chunks.txt')
+    assert found == 'char-pair', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('codes_push.txt')
-    assert found == 'header-list', f"found {found!r}"
+    found = content('range_codes.txt')
+    assert found == 'default-encode', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('blocks_close.txt')
-    assert found == 'begin-long', f"found {found!r}"
+    found = content('data_check.txt')
+    assert found == 'codes-equal', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('pair_data.txt')
-    assert found == 'sort-find', f"found {found!r}"
+    found = content('begin_long.txt')
+    assert found == 'match-begin', f"found {found!r}"

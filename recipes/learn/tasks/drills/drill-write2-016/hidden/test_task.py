@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('delete_class.txt')
-    assert found == 'equal-blanks', f"found {found!r}"
+    found = content('codes_list.txt')
+    assert found == 'delete-long', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('size_data.txt')
-    assert found == 'push-context', f"found {found!r}"
+    found = content('equal_long.txt')
+    assert found == 'scan-item', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('context_mark.txt')
-    assert found == 'form-side', f"found {found!r}"
+    found = content('range_chunks.txt')
+    assert found == 'sort-default', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('data_case.txt')
-    assert found == 'adjacent-class', f"found {found!r}"
+    found = content('form_find.txt')
+    assert found == 'best-class', f"found {found!r}"

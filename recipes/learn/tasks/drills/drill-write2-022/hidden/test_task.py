@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('case_char.txt')
-    assert found == 'side-range', f"found {found!r}"
+    found = content('chunks_long.txt')
+    assert found == 'blocks-scan', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('equal_push.txt')
-    assert found == 'equal-best', f"found {found!r}"
+    found = content('case_size.txt')
+    assert found == 'scan-blanks', f"found {found!r}"

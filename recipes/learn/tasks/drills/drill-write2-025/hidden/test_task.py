@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('parse_match.txt')
-    assert found == 'best-delete', f"found {found!r}"
+    found = content('codes_delete.txt')
+    assert found == 'form-list', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('best_class.txt')
-    assert found == 'close-encode', f"found {found!r}"
+    found = content('pair_char.txt')
+    assert found == 'best-context', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('import_equal.txt')
-    assert found == 'parse-break', f"found {found!r}"
+    found = content('context_list.txt')
+    assert found == 'data-blanks', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('item_range.txt')
-    assert found == 'data-class', f"found {found!r}"
+    found = content('find_item.txt')
+    assert found == 'header-adjacent', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('best_import.txt')
-    assert found == 'next-blanks', f"found {found!r}"
+    found = content('encode_long.txt')
+    assert found == 'pair-make', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('delete_range.txt')
-    assert found == 'flag-chunks', f"found {found!r}"
+    found = content('chunks_next.txt')
+    assert found == 'equal-adjacent', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('equal_adjacent.txt')
-    assert found == 'close-scan', f"found {found!r}"
+    found = content('next_mark.txt')
+    assert found == 'flag-break', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('check_group.txt')
-    assert found == 'break-check', f"found {found!r}"
+    found = content('case_begin.txt')
+    assert found == 'match-chunks', f"found {found!r}"

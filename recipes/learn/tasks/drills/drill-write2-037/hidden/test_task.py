@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('find_size.txt')
-    assert found == 'range-header', f"found {found!r}"
+    found = content('case_best.txt')
+    assert found == 'blocks-adjacent', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('class_import.txt')
-    assert found == 'adjacent-begin', f"found {found!r}"
+    found = content('context_push.txt')
+    assert found == 'quick-mark', f"found {found!r}"

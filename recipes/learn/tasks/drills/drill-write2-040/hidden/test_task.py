@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('form_close.txt')
-    assert found == 'header-char', f"found {found!r}"
+    found = content('form_item.txt')
+    assert found == 'match-header', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('default_pair.txt')
-    assert found == 'class-adjacent', f"found {found!r}"
+    found = content('char_form.txt')
+    assert found == 'chunks-range', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('mark_diff.txt')
-    assert found == 'long-size', f"found {found!r}"
+    found = content('default_find.txt')
+    assert found == 'class-print', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('break_pair.txt')
-    assert found == 'begin-encode', f"found {found!r}"
+    found = content('check_char.txt')
+    assert found == 'class-sort', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('codes_adjacent.txt')
-    assert found == 'encode-sort', f"found {found!r}"
+    found = content('break_mark.txt')
+    assert found == 'begin-encode', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('match_make.txt')
-    assert found == 'close-next', f"found {found!r}"
+    found = content('quick_chunks.txt')
+    assert found == 'mark-quick', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('close_data.txt')
-    assert found == 'size-parse', f"found {found!r}"
+    found = content('mark_adjacent.txt')
+    assert found == 'close-header', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('header_quick.txt')
-    assert found == 'long-item', f"found {found!r}"
+    found = content('break_codes.txt')
+    assert found == 'scan-char', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('data_column.txt')
-    assert found == 'equal-close', f"found {found!r}"
+    found = content('header_close.txt')
+    assert found == 'list-char', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('quick_long.txt')
-    assert found == 'decode-long', f"found {found!r}"
+    found = content('check_sort.txt')
+    assert found == 'codes-item', f"found {found!r}"

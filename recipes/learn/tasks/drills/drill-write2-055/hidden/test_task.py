@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('char_case.txt')
-    assert found == 'pair-begin', f"found {found!r}"
+    found = content('push_parse.txt')
+    assert found == 'decode-column', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('group_data.txt')
-    assert found == 'next-decode', f"found {found!r}"
+    found = content('chunks_blanks.txt')
+    assert found == 'delete-char', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('group_diff.txt')
-    assert found == 'class-data', f"found {found!r}"
+    found = content('form_side.txt')
+    assert found == 'match-import', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('parse_char.txt')
-    assert found == 'quick-blanks', f"found {found!r}"
+    found = content('class_parse.txt')
+    assert found == 'column-break', f"found {found!r}"

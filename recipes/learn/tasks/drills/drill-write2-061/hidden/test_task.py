@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('case_item.txt')
-    assert found == 'check-class', f"found {found!r}"
+    found = content('adjacent_begin.txt')
+    assert found == 'parse-codes', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('best_scan.txt')
-    assert found == 'import-blocks', f"found {found!r}"
+    found = content('long_check.txt')
+    assert found == 'check-encode', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('default_flag.txt')
-    assert found == 'mark-break', f"found {found!r}"
+    found = content('list_begin.txt')
+    assert found == 'best-range', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('form_print.txt')
-    assert found == 'blocks-match', f"found {found!r}"
+    found = content('break_diff.txt')
+    assert found == 'find-equal', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('char_push.txt')
-    assert found == 'chunks-codes', f"found {found!r}"
+    found = content('file_push.txt')
+    assert found == 'form-decode', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('quick_size.txt')
-    assert found == 'default-item', f"found {found!r}"
+    found = content('print_next.txt')
+    assert found == 'sort-import', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('group_column.txt')
-    assert found == 'mark-blanks', f"found {found!r}"
+    found = content('context_flag.txt')
+    assert found == 'default-print', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('item_size.txt')
-    assert found == 'char-print', f"found {found!r}"
+    found = content('default_column.txt')
+    assert found == 'push-column', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('close_break.txt')
-    assert found == 'print-long', f"found {found!r}"
+    found = content('mark_codes.txt')
+    assert found == 'flag-check', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('import_group.txt')
-    assert found == 'quick-scan', f"found {found!r}"
+    found = content('chunks_delete.txt')
+    assert found == 'begin-make', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('header_pair.txt')
-    assert found == 'pair-adjacent', f"found {found!r}"
+    found = content('parse_scan.txt')
+    assert found == 'print-import', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('scan_pair.txt')
-    assert found == 'list-column', f"found {found!r}"
+    found = content('push_delete.txt')
+    assert found == 'class-match', f"found {found!r}"

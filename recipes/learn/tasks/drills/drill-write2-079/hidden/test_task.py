@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('range_default.txt')
-    assert found == 'list-data', f"found {found!r}"
+    found = content('pair_break.txt')
+    assert found == 'header-break', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('push_adjacent.txt')
-    assert found == 'char-check', f"found {found!r}"
+    found = content('item_match.txt')
+    assert found == 'equal-header', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('import_next.txt')
-    assert found == 'size-check', f"found {found!r}"
+    found = content('item_parse.txt')
+    assert found == 'match-blanks', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('context_class.txt')
-    assert found == 'delete-item', f"found {found!r}"
+    found = content('chunks_encode.txt')
+    assert found == 'class-begin', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('equal_range.txt')
-    assert found == 'case-long', f"found {found!r}"
+    found = content('sort_encode.txt')
+    assert found == 'flag-blocks', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('context_blanks.txt')
-    assert found == 'size-long', f"found {found!r}"
+    found = content('file_mark.txt')
+    assert found == 'codes-quick', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('scan_long.txt')
-    assert found == 'adjacent-size', f"found {found!r}"
+    found = content('case_header.txt')
+    assert found == 'match-codes', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('form_equal.txt')
-    assert found == 'push-chunks', f"found {found!r}"
+    found = content('delete_blanks.txt')
+    assert found == 'group-delete', f"found {found!r}"

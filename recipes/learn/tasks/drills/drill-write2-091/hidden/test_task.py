@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('begin_size.txt')
-    assert found == 'import-break', f"found {found!r}"
+    found = content('scan_sort.txt')
+    assert found == 'side-match', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('parse_push.txt')
-    assert found == 'make-context', f"found {found!r}"
+    found = content('range_break.txt')
+    assert found == 'flag-chunks', f"found {found!r}"

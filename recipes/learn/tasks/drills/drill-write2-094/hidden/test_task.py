@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('begin_case.txt')
-    assert found == 'decode-mark', f"found {found!r}"
+    found = content('adjacent_item.txt')
+    assert found == 'begin-size', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('sort_break.txt')
-    assert found == 'group-print', f"found {found!r}"
+    found = content('find_header.txt')
+    assert found == 'pair-file', f"found {found!r}"

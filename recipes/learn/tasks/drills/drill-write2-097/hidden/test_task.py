@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('encode_diff.txt')
-    assert found == 'context-close', f"found {found!r}"
+    found = content('size_default.txt')
+    assert found == 'blocks-form', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('size_sort.txt')
-    assert found == 'import-column', f"found {found!r}"
+    found = content('range_context.txt')
+    assert found == 'decode-diff', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('blocks_range.txt')
-    assert found == 'diff-range', f"found {found!r}"
+    found = content('quick_data.txt')
+    assert found == 'check-class', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('column_close.txt')
-    assert found == 'best-sort', f"found {found!r}"
+    found = content('diff_chunks.txt')
+    assert found == 'file-side', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('find_pair.txt')
-    assert found == 'header-delete', f"found {found!r}"
+    found = content('pair_flag.txt')
+    assert found == 'data-form', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('diff_chunks.txt')
-    assert found == 'scan-context', f"found {found!r}"
+    found = content('list_header.txt')
+    assert found == 'codes-check', f"found {found!r}"

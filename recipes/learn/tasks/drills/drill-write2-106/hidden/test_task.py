@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('long_context.txt')
-    assert found == 'best-find', f"found {found!r}"
+    found = content('list_size.txt')
+    assert found == 'list-case', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('import_begin.txt')
-    assert found == 'decode-group', f"found {found!r}"
+    found = content('best_find.txt')
+    assert found == 'break-long', f"found {found!r}"

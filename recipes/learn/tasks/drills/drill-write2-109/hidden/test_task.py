@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('decode_item.txt')
-    assert found == 'size-codes', f"found {found!r}"
+    found = content('push_codes.txt')
+    assert found == 'break-flag', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('size_push.txt')
-    assert found == 'encode-list', f"found {found!r}"
+    found = content('default_equal.txt')
+    assert found == 'decode-check', f"found {found!r}"

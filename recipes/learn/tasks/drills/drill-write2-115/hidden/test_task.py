@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('best_parse.txt')
-    assert found == 'break-long', f"found {found!r}"
+    found = content('column_scan.txt')
+    assert found == 'side-find', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('case_next.txt')
-    assert found == 'scan-column', f"found {found!r}"
+    found = content('group_equal.txt')
+    assert found == 'close-codes', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('flag_side.txt')
-    assert found == 'column-match', f"found {found!r}"
+    found = content('data_range.txt')
+    assert found == 'close-side', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('print_decode.txt')
-    assert found == 'delete-check', f"found {found!r}"
+    found = content('long_size.txt')
+    assert found == 'diff-decode', f"found {found!r}"

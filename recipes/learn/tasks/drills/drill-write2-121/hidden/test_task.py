@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('equal_pair.txt')
-    assert found == 'context-chunks', f"found {found!r}"
+    found = content('side_column.txt')
+    assert found == 'form-push', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('chunks_check.txt')
-    assert found == 'side-break', f"found {found!r}"
+    found = content('chunks_pair.txt')
+    assert found == 'form-next', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('begin_best.txt')
-    assert found == 'scan-blanks', f"found {found!r}"
+    found = content('file_decode.txt')
+    assert found == 'sort-decode', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('blanks_make.txt')
-    assert found == 'diff-default', f"found {found!r}"
+    found = content('long_mark.txt')
+    assert found == 'blocks-class', f"found {found!r}"

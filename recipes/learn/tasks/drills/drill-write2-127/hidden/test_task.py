@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('quick_adjacent.txt')
-    assert found == 'pair-header', f"found {found!r}"
+    found = content('size_codes.txt')
+    assert found == 'range-data', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('column_parse.txt')
-    assert found == 'data-match', f"found {found!r}"
+    found = content('quick_close.txt')
+    assert found == 'file-make', f"found {found!r}"

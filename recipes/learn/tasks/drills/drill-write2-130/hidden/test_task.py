@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('blocks_default.txt')
-    assert found == 'form-pair', f"found {found!r}"
+    found = content('default_delete.txt')
+    assert found == 'class-case', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('form_delete.txt')
-    assert found == 'long-delete', f"found {found!r}"
+    found = content('side_quick.txt')
+    assert found == 'quick-side', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('data_long.txt')
-    assert found == 'flag-check', f"found {found!r}"
+    found = content('best_diff.txt')
+    assert found == 'column-group', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('print_scan.txt')
-    assert found == 'default-break', f"found {found!r}"
+    found = content('data_adjacent.txt')
+    assert found == 'encode-codes', f"found {found!r}"

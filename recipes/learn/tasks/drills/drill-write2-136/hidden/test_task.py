@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('sort_blocks.txt')
-    assert found == 'quick-encode', f"found {found!r}"
+    found = content('group_item.txt')
+    assert found == 'form-long', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('codes_blocks.txt')
-    assert found == 'check-blocks', f"found {found!r}"
+    found = content('make_mark.txt')
+    assert found == 'push-data', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('make_parse.txt')
-    assert found == 'parse-best', f"found {found!r}"
+    found = content('find_blocks.txt')
+    assert found == 'push-scan', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('diff_column.txt')
-    assert found == 'parse-begin', f"found {found!r}"
+    found = content('flag_header.txt')
+    assert found == 'range-sort', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('equal_mark.txt')
-    assert found == 'best-blocks', f"found {found!r}"
+    found = content('adjacent_decode.txt')
+    assert found == 'range-diff', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('encode_parse.txt')
-    assert found == 'class-check', f"found {found!r}"
+    found = content('close_sort.txt')
+    assert found == 'case-context', f"found {found!r}"

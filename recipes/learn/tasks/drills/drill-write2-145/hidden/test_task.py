@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('blanks_pair.txt')
-    assert found == 'next-chunks', f"found {found!r}"
+    found = content('long_chunks.txt')
+    assert found == 'parse-char', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('equal_default.txt')
-    assert found == 'diff-decode', f"found {found!r}"
+    found = content('default_char.txt')
+    assert found == 'parse-blanks', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('adjacent_decode.txt')
-    assert found == 'blocks-column', f"found {found!r}"
+    found = content('flag_next.txt')
+    assert found == 'match-context', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('flag_class.txt')
-    assert found == 'encode-size', f"found {found!r}"
+    found = content('begin_file.txt')
+    assert found == 'scan-adjacent', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('delete_adjacent.txt')
-    assert found == 'match-long', f"found {found!r}"
+    found = content('push_quick.txt')
+    assert found == 'quick-file', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('adjacent_long.txt')
-    assert found == 'long-mark', f"found {found!r}"
+    found = content('char_codes.txt')
+    assert found == 'char-range', f"found {found!r}"

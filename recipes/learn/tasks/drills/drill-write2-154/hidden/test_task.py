@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('class_column.txt')
-    assert found == 'item-default', f"found {found!r}"
+    found = content('form_close.txt')
+    assert found == 'char-check', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('adjacent_context.txt')
-    assert found == 'item-mark', f"found {found!r}"
+    found = content('make_file.txt')
+    assert found == 'file-delete', f"found {found!r}"

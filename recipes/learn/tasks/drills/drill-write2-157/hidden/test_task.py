@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('side_long.txt')
-    assert found == 'column-context', f"found {found!r}"
+    found = content('encode_list.txt')
+    assert found == 'quick-next', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('size_form.txt')
-    assert found == 'case-encode', f"found {found!r}"
+    found = content('check_blanks.txt')
+    assert found == 'file-char', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('next_context.txt')
-    assert found == 'size-pair', f"found {found!r}"
+    found = content('pair_range.txt')
+    assert found == 'char-default', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('flag_adjacent.txt')
-    assert found == 'form-long', f"found {found!r}"
+    found = content('break_class.txt')
+    assert found == 'diff-import', f"found {found!r}"

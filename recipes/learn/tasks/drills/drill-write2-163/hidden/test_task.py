@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('make_find.txt')
-    assert found == 'blanks-header', f"found {found!r}"
+    found = content('delete_best.txt')
+    assert found == 'flag-mark', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('adjacent_pair.txt')
-    assert found == 'break-char', f"found {found!r}"
+    found = content('push_adjacent.txt')
+    assert found == 'scan-pair', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('case_header.txt')
-    assert found == 'list-sort', f"found {found!r}"
+    found = content('match_find.txt')
+    assert found == 'print-sort', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('group_decode.txt')
-    assert found == 'diff-data', f"found {found!r}"
+    found = content('long_match.txt')
+    assert found == 'size-scan', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('codes_default.txt')
-    assert found == 'char-sort', f"found {found!r}"
+    found = content('next_parse.txt')
+    assert found == 'begin-form', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('context_parse.txt')
-    assert found == 'codes-list', f"found {found!r}"
+    found = content('print_form.txt')
+    assert found == 'equal-size', f"found {found!r}"

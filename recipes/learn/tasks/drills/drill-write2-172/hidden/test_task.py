@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('blanks_print.txt')
-    assert found == 'print-list', f"found {found!r}"
+    found = content('break_sort.txt')
+    assert found == 'group-sort', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('make_diff.txt')
-    assert found == 'range-item', f"found {found!r}"
+    found = content('encode_mark.txt')
+    assert found == 'next-long', f"found {found!r}"

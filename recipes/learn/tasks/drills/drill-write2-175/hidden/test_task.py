@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('item_make.txt')
-    assert found == 'encode-decode', f"found {found!r}"
+    found = content('form_size.txt')
+    assert found == 'default-chunks', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('side_sort.txt')
-    assert found == 'long-sort', f"found {found!r}"
+    found = content('print_item.txt')
+    assert found == 'best-blanks', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('decode_make.txt')
-    assert found == 'find-equal', f"found {found!r}"
+    found = content('item_encode.txt')
+    assert found == 'scan-import', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('flag_next.txt')
-    assert found == 'check-equal', f"found {found!r}"
+    found = content('print_begin.txt')
+    assert found == 'data-size', f"found {found!r}"

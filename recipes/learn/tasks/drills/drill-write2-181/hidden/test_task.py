@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('group_codes.txt')
-    assert found == 'find-range', f"found {found!r}"
+    found = content('context_delete.txt')
+    assert found == 'push-pair', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('import_pair.txt')
-    assert found == 'list-delete', f"found {found!r}"
+    found = content('item_best.txt')
+    assert found == 'data-mark', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('side_default.txt')
-    assert found == 'long-find', f"found {found!r}"
+    found = content('push_begin.txt')
+    assert found == 'best-parse', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('push_char.txt')
-    assert found == 'blocks-side', f"found {found!r}"
+    found = content('check_push.txt')
+    assert found == 'decode-print', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('column_case.txt')
-    assert found == 'case-begin', f"found {found!r}"
+    found = content('item_range.txt')
+    assert found == 'context-break', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('pair_equal.txt')
-    assert found == 'class-pair', f"found {found!r}"
+    found = content('match_break.txt')
+    assert found == 'parse-context', f"found {found!r}"

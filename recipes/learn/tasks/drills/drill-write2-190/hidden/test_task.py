@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('side_item.txt')
-    assert found == 'push-sort', f"found {found!r}"
+    found = content('file_header.txt')
+    assert found == 'equal-next', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('find_begin.txt')
-    assert found == 'mark-list', f"found {found!r}"
+    found = content('range_side.txt')
+    assert found == 'next-chunks', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('match_form.txt')
-    assert found == 'break-group', f"found {found!r}"
+    found = content('group_print.txt')
+    assert found == 'case-break', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('class_print.txt')
-    assert found == 'side-column', f"found {found!r}"
+    found = content('codes_find.txt')
+    assert found == 'adjacent-quick', f"found {found!r}"

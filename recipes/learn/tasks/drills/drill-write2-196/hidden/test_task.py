@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('side_match.txt')
-    assert found == 'import-decode', f"found {found!r}"
+    found = content('group_encode.txt')
+    assert found == 'make-next', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('break_chunks.txt')
-    assert found == 'mark-case', f"found {found!r}"
+    found = content('list_best.txt')
+    assert found == 'delete-break', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('list_long.txt')
-    assert found == 'class-scan', f"found {found!r}"
+    found = content('next_sort.txt')
+    assert found == 'decode-context', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('check_encode.txt')
-    assert found == 'parse-item', f"found {found!r}"
+    found = content('parse_break.txt')
+    assert found == 'diff-item', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('close_side.txt')
-    assert found == 'scan-item', f"found {found!r}"
+    found = content('parse_column.txt')
+    assert found == 'case-side', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('long_chunks.txt')
-    assert found == 'make-chunks', f"found {found!r}"
+    found = content('file_data.txt')
+    assert found == 'side-case', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('list_codes.txt')
-    assert found == 'pair-blocks', f"found {found!r}"
+    found = content('next_push.txt')
+    assert found == 'list-diff', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('quick_check.txt')
-    assert found == 'delete-break', f"found {found!r}"
+    found = content('quick_range.txt')
+    assert found == 'blanks-long', f"found {found!r}"

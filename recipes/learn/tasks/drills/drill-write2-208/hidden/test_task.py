@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('chunks_group.txt')
-    assert found == 'chunks-side', f"found {found!r}"
+    found = content('blocks_delete.txt')
+    assert found == 'close-column', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('context_list.txt')
-    assert found == 'list-close', f"found {found!r}"
+    found = content('default_quick.txt')
+    assert found == 'scan-make', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('blocks_best.txt')
-    assert found == 'make-column', f"found {found!r}"
+    found = content('long_best.txt')
+    assert found == 'group-file', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('long_data.txt')
-    assert found == 'match-list', f"found {found!r}"
+    found = content('item_group.txt')
+    assert found == 'quick-size', f"found {found!r}"

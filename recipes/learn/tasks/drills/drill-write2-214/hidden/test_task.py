@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('list_match.txt')
-    assert found == 'begin-adjacent', f"found {found!r}"
+    found = content('item_quick.txt')
+    assert found == 'class-header', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('blanks_parse.txt')
-    assert found == 'chunks-range', f"found {found!r}"
+    found = content('diff_parse.txt')
+    assert found == 'best-char', f"found {found!r}"

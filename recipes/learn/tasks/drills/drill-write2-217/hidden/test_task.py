@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('size_break.txt')
-    assert found == 'next-match', f"found {found!r}"
+    found = content('parse_adjacent.txt')
+    assert found == 'range-close', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('quick_codes.txt')
-    assert found == 'codes-group', f"found {found!r}"
+    found = content('equal_diff.txt')
+    assert found == 'scan-diff', f"found {found!r}"

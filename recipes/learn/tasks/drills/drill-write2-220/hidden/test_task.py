@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('print_check.txt')
-    assert found == 'best-range', f"found {found!r}"
+    found = content('best_quick.txt')
+    assert found == 'match-check', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('context_default.txt')
-    assert found == 'quick-data', f"found {found!r}"
+    found = content('range_column.txt')
+    assert found == 'parse-diff', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('group_begin.txt')
-    assert found == 'make-mark', f"found {found!r}"
+    found = content('equal_form.txt')
+    assert found == 'sort-context', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('range_adjacent.txt')
-    assert found == 'adjacent-print', f"found {found!r}"
+    found = content('list_blanks.txt')
+    assert found == 'blanks-sort', f"found {found!r}"

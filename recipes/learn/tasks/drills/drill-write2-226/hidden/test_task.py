@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('case_blocks.txt')
-    assert found == 'make-flag', f"found {found!r}"
+    found = content('break_delete.txt')
+    assert found == 'form-range', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('parse_codes.txt')
-    assert found == 'decode-break', f"found {found!r}"
+    found = content('close_list.txt')
+    assert found == 'push-equal', f"found {found!r}"

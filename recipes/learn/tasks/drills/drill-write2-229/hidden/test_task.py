@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('list_context.txt')
-    assert found == 'blanks-group', f"found {found!r}"
+    found = content('blanks_header.txt')
+    assert found == 'begin-context', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('group_chunks.txt')
-    assert found == 'decode-char', f"found {found!r}"
+    found = content('scan_codes.txt')
+    assert found == 'begin-decode', f"found {found!r}"

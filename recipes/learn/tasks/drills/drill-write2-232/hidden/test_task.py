@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('long_group.txt')
-    assert found == 'print-char', f"found {found!r}"
+    found = content('delete_list.txt')
+    assert found == 'form-quick', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('flag_break.txt')
-    assert found == 'equal-scan', f"found {found!r}"
+    found = content('push_char.txt')
+    assert found == 'blanks-char', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('char_import.txt')
-    assert found == 'pair-char', f"found {found!r}"
+    found = content('close_equal.txt')
+    assert found == 'case-column', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('scan_data.txt')
-    assert found == 'delete-data', f"found {found!r}"
+    found = content('chunks_scan.txt')
+    assert found == 'parse-side', f"found {found!r}"

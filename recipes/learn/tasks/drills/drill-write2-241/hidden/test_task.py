@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('encode_scan.txt')
-    assert found == 'long-encode', f"found {found!r}"
+    found = content('mark_default.txt')
+    assert found == 'next-context', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('parse_pair.txt')
-    assert found == 'adjacent-form', f"found {found!r}"
+    found = content('class_diff.txt')
+    assert found == 'size-delete', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('check_sort.txt')
-    assert found == 'range-column', f"found {found!r}"
+    found = content('parse_range.txt')
+    assert found == 'blanks-mark', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('close_push.txt')
-    assert found == 'equal-break', f"found {found!r}"
+    found = content('check_quick.txt')
+    assert found == 'data-import', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('equal_print.txt')
-    assert found == 'list-flag', f"found {found!r}"
+    found = content('close_make.txt')
+    assert found == 'encode-print', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('mark_make.txt')
-    assert found == 'begin-import', f"found {found!r}"
+    found = content('blanks_begin.txt')
+    assert found == 'sort-push', f"found {found!r}"

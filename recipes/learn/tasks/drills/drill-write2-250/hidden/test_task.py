@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('item_break.txt')
-    assert found == 'data-char', f"found {found!r}"
+    found = content('char_equal.txt')
+    assert found == 'flag-context', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('data_mark.txt')
-    assert found == 'blanks-begin', f"found {found!r}"
+    found = content('begin_import.txt')
+    assert found == 'list-close', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('context_check.txt')
-    assert found == 'size-diff', f"found {found!r}"
+    found = content('data_print.txt')
+    assert found == 'char-size', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('scan_next.txt')
-    assert found == 'header-class', f"found {found!r}"
+    found = content('chunks_case.txt')
+    assert found == 'pair-blocks', f"found {found!r}"

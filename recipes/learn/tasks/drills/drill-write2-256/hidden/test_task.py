@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('find_class.txt')
-    assert found == 'sort-chunks', f"found {found!r}"
+    found = content('pair_print.txt')
+    assert found == 'item-chunks', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('default_adjacent.txt')
-    assert found == 'encode-group', f"found {found!r}"
+    found = content('import_sort.txt')
+    assert found == 'parse-group', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('column_quick.txt')
-    assert found == 'codes-import', f"found {found!r}"
+    found = content('equal_scan.txt')
+    assert found == 'blanks-check', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('item_side.txt')
-    assert found == 'scan-best', f"found {found!r}"
+    found = content('default_long.txt')
+    assert found == 'encode-break', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('flag_begin.txt')
-    assert found == 'import-flag', f"found {found!r}"
+    found = content('decode_flag.txt')
+    assert found == 'column-long', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('context_group.txt')
-    assert found == 'break-decode', f"found {found!r}"
+    found = content('pair_begin.txt')
+    assert found == 'long-sort', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('sort_import.txt')
-    assert found == 'size-case', f"found {found!r}"
+    found = content('break_side.txt')
+    assert found == 'import-check', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('list_check.txt')
-    assert found == 'class-blanks', f"found {found!r}"
+    found = content('match_size.txt')
+    assert found == 'column-data', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('diff_group.txt')
-    assert found == 'size-delete', f"found {found!r}"
+    found = content('mark_break.txt')
+    assert found == 'flag-encode', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('codes_best.txt')
-    assert found == 'list-encode', f"found {found!r}"
+    found = content('list_make.txt')
+    assert found == 'item-make', f"found {found!r}"

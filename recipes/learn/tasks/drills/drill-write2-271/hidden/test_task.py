@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('equal_encode.txt')
-    assert found == 'sort-class', f"found {found!r}"
+    found = content('class_push.txt')
+    assert found == 'push-sort', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('flag_codes.txt')
-    assert found == 'blanks-next', f"found {found!r}"
+    found = content('side_size.txt')
+    assert found == 'range-list', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('close_pair.txt')
-    assert found == 'mark-next', f"found {found!r}"
+    found = content('close_size.txt')
+    assert found == 'side-make', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('range_print.txt')
-    assert found == 'match-pair', f"found {found!r}"
+    found = content('import_delete.txt')
+    assert found == 'group-parse', f"found {found!r}"

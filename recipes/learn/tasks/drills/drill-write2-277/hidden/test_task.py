@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('class_diff.txt')
-    assert found == 'group-default', f"found {found!r}"
+    found = content('long_import.txt')
+    assert found == 'print-parse', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('side_size.txt')
-    assert found == 'decode-codes', f"found {found!r}"
+    found = content('item_push.txt')
+    assert found == 'push-close', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('encode_quick.txt')
-    assert found == 'close-match', f"found {found!r}"
+    found = content('close_import.txt')
+    assert found == 'side-scan', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('check_begin.txt')
-    assert found == 'break-case', f"found {found!r}"
+    found = content('context_form.txt')
+    assert found == 'mark-chunks', f"found {found!r}"

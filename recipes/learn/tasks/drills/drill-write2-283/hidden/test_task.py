@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('column_find.txt')
-    assert found == 'column-item', f"found {found!r}"
+    found = content('flag_make.txt')
+    assert found == 'class-close', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('size_make.txt')
-    assert found == 'chunks-encode', f"found {found!r}"
+    found = content('blocks_codes.txt')
+    assert found == 'match-make', f"found {found!r}"

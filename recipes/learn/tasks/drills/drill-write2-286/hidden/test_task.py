@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('encode_make.txt')
-    assert found == 'sort-char', f"found {found!r}"
+    found = content('item_column.txt')
+    assert found == 'encode-flag', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('next_sort.txt')
-    assert found == 'item-begin', f"found {found!r}"
+    found = content('char_flag.txt')
+    assert found == 'next-find', f"found {found!r}"

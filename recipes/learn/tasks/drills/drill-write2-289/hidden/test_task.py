@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('default_scan.txt')
-    assert found == 'char-decode', f"found {found!r}"
+    found = content('parse_flag.txt')
+    assert found == 'delete-import', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('data_form.txt')
-    assert found == 'size-quick', f"found {found!r}"
+    found = content('column_decode.txt')
+    assert found == 'group-blanks', f"found {found!r}"

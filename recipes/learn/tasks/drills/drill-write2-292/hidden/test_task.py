@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('codes_data.txt')
-    assert found == 'diff-long', f"found {found!r}"
+    found = content('equal_context.txt')
+    assert found == 'import-group', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('next_pair.txt')
-    assert found == 'decode-scan', f"found {found!r}"
+    found = content('import_column.txt')
+    assert found == 'break-next', f"found {found!r}"

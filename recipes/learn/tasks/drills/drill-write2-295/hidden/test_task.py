@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('scan_begin.txt')
-    assert found == 'size-match', f"found {found!r}"
+    found = content('class_make.txt')
+    assert found == 'group-flag', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('match_begin.txt')
-    assert found == 'decode-data', f"found {found!r}"
+    found = content('chunks_list.txt')
+    assert found == 'chunks-mark', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('long_class.txt')
-    assert found == 'header-make', f"found {found!r}"
+    found = content('parse_pair.txt')
+    assert found == 'best-encode', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('begin_check.txt')
-    assert found == 'best-diff', f"found {found!r}"
+    found = content('diff_codes.txt')
+    assert found == 'chunks-make', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('encode_delete.txt')
-    assert found == 'class-quick', f"found {found!r}"
+    found = content('close_mark.txt')
+    assert found == 'blanks-context', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('match_best.txt')
-    assert found == 'pair-column', f"found {found!r}"
+    found = content('group_find.txt')
+    assert found == 'long-class', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('context_delete.txt')
-    assert found == 'check-default', f"found {found!r}"
+    found = content('flag_column.txt')
+    assert found == 'make-break', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('group_delete.txt')
-    assert found == 'default-decode', f"found {found!r}"
+    found = content('mark_flag.txt')
+    assert found == 'form-char', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('check_push.txt')
-    assert found == 'parse-data', f"found {found!r}"
+    found = content('data_push.txt')
+    assert found == 'side-codes', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('flag_parse.txt')
-    assert found == 'delete-sort', f"found {found!r}"
+    found = content('header_import.txt')
+    assert found == 'close-best', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('sort_begin.txt')
-    assert found == 'adjacent-range', f"found {found!r}"
+    found = content('quick_encode.txt')
+    assert found == 'diff-begin', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('class_break.txt')
-    assert found == 'long-check', f"found {found!r}"
+    found = content('parse_make.txt')
+    assert found == 'break-parse', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('default_find.txt')
-    assert found == 'data-list', f"found {found!r}"
+    found = content('next_print.txt')
+    assert found == 'next-pair', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('encode_chunks.txt')
-    assert found == 'form-check', f"found {found!r}"
+    found = content('best_item.txt')
+    assert found == 'print-best', f"found {found!r}"

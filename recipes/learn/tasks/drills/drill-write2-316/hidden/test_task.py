@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('print_form.txt')
-    assert found == 'form-break', f"found {found!r}"
+    found = content('group_import.txt')
+    assert found == 'delete-context', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('begin_default.txt')
-    assert found == 'mark-long', f"found {found!r}"
+    found = content('list_print.txt')
+    assert found == 'delete-adjacent', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('delete_flag.txt')
-    assert found == 'default-print', f"found {found!r}"
+    found = content('best_data.txt')
+    assert found == 'make-long', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('column_flag.txt')
-    assert found == 'blanks-adjacent', f"found {found!r}"
+    found = content('class_delete.txt')
+    assert found == 'push-item', f"found {found!r}"

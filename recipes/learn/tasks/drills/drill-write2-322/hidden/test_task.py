@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('close_check.txt')
-    assert found == 'group-blanks', f"found {found!r}"
+    found = content('flag_codes.txt')
+    assert found == 'find-long', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('begin_flag.txt')
-    assert found == 'data-make', f"found {found!r}"
+    found = content('decode_range.txt')
+    assert found == 'codes-size', f"found {found!r}"

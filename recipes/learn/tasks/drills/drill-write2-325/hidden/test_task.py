@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('header_break.txt')
-    assert found == 'context-form', f"found {found!r}"
+    found = content('side_form.txt')
+    assert found == 'make-best', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('data_check.txt')
-    assert found == 'size-best', f"found {found!r}"
+    found = content('item_list.txt')
+    assert found == 'item-check', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('equal_data.txt')
-    assert found == 'import-push', f"found {found!r}"
+    found = content('parse_push.txt')
+    assert found == 'make-sort', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('close_size.txt')
-    assert found == 'adjacent-next', f"found {found!r}"
+    found = content('import_list.txt')
+    assert found == 'list-decode', f"found {found!r}"

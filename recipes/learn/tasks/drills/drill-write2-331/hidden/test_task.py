@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('make_char.txt')
-    assert found == 'codes-decode', f"found {found!r}"
+    found = content('codes_best.txt')
+    assert found == 'default-parse', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('parse_encode.txt')
+    found = content('adjacent_codes.txt')
     assert found == 'begin-header', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('mark_import.txt')
-    assert found == 'long-side', f"found {found!r}"
+    found = content('context_pair.txt')
+    assert found == 'import-break', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('decode_match.txt')
-    assert found == 'pair-chunks', f"found {found!r}"
+    found = content('side_blanks.txt')
+    assert found == 'codes-long', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('blanks_decode.txt')
-    assert found == 'match-sort', f"found {found!r}"
+    found = content('blocks_file.txt')
+    assert found == 'char-find', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('sort_encode.txt')
-    assert found == 'case-make', f"found {found!r}"
+    found = content('column_sort.txt')
+    assert found == 'import-range', f"found {found!r}"

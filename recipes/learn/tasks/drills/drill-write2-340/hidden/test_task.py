@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('diff_print.txt')
-    assert found == 'size-default', f"found {found!r}"
+    found = content('long_header.txt')
+    assert found == 'adjacent-range', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('header_adjacent.txt')
-    assert found == 'item-match', f"found {found!r}"
+    found = content('blocks_next.txt')
+    assert found == 'diff-delete', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('parse_find.txt')
-    assert found == 'default-sort', f"found {found!r}"
+    found = content('file_print.txt')
+    assert found == 'codes-header', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('context_break.txt')
-    assert found == 'print-best', f"found {found!r}"
+    found = content('blocks_diff.txt')
+    assert found == 'blanks-close', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('blocks_adjacent.txt')
-    assert found == 'break-codes', f"found {found!r}"
+    found = content('group_check.txt')
+    assert found == 'context-header', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('scan_break.txt')
-    assert found == 'group-char', f"found {found!r}"
+    found = content('case_pair.txt')
+    assert found == 'form-break', f"found {found!r}"

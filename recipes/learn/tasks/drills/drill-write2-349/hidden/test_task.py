@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('print_column.txt')
-    assert found == 'match-data', f"found {found!r}"
+    found = content('group_chunks.txt')
+    assert found == 'context-data', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('match_column.txt')
-    assert found == 'import-data', f"found {found!r}"
+    found = content('break_check.txt')
+    assert found == 'sort-parse', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('diff_pair.txt')
-    assert found == 'push-begin', f"found {found!r}"
+    found = content('data_make.txt')
+    assert found == 'diff-find', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('delete_codes.txt')
-    assert found == 'codes-case', f"found {found!r}"
+    found = content('blocks_break.txt')
+    assert found == 'make-equal', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('item_column.txt')
-    assert found == 'make-codes', f"found {found!r}"
+    found = content('diff_quick.txt')
+    assert found == 'encode-sort', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('decode_blocks.txt')
-    assert found == 'blocks-case', f"found {found!r}"
+    found = content('pair_class.txt')
+    assert found == 'delete-parse', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('flag_find.txt')
-    assert found == 'make-case', f"found {found!r}"
+    found = content('data_case.txt')
+    assert found == 'quick-decode', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('codes_flag.txt')
-    assert found == 'chunks-diff', f"found {found!r}"
+    found = content('scan_break.txt')
+    assert found == 'diff-file', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('encode_import.txt')
-    assert found == 'close-group', f"found {found!r}"
+    found = content('side_parse.txt')
+    assert found == 'make-char', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('decode_delete.txt')
-    assert found == 'break-begin', f"found {found!r}"
+    found = content('mark_print.txt')
+    assert found == 'blocks-best', f"found {found!r}"

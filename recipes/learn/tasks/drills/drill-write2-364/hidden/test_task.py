@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('context_print.txt')
-    assert found == 'list-diff', f"found {found!r}"
+    found = content('blanks_break.txt')
+    assert found == 'parse-header', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('group_equal.txt')
-    assert found == 'default-header', f"found {found!r}"
+    found = content('quick_pair.txt')
+    assert found == 'context-long', f"found {found!r}"

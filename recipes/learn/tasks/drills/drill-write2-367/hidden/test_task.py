@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('next_flag.txt')
-    assert found == 'column-chunks', f"found {found!r}"
+    found = content('group_begin.txt')
+    assert found == 'data-match', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('column_size.txt')
-    assert found == 'equal-next', f"found {found!r}"
+    found = content('list_mark.txt')
+    assert found == 'chunks-item', f"found {found!r}"

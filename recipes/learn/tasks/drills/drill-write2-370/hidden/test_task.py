@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('data_chunks.txt')
-    assert found == 'sort-parse', f"found {found!r}"
+    found = content('import_file.txt')
+    assert found == 'equal-file', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('adjacent_blocks.txt')
-    assert found == 'import-range', f"found {found!r}"
+    found = content('form_pair.txt')
+    assert found == 'group-data', f"found {found!r}"

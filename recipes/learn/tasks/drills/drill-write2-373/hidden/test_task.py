@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('blocks_push.txt')
-    assert found == 'scan-range', f"found {found!r}"
+    found = content('blocks_pair.txt')
+    assert found == 'class-blanks', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('blanks_match.txt')
-    assert found == 'begin-codes', f"found {found!r}"
+    found = content('encode_column.txt')
+    assert found == 'size-group', f"found {found!r}"

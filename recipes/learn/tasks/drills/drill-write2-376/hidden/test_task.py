@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('range_size.txt')
-    assert found == 'codes-header', f"found {found!r}"
+    found = content('size_diff.txt')
+    assert found == 'find-begin', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('blocks_import.txt')
-    assert found == 'mark-char', f"found {found!r}"
+    found = content('chunks_char.txt')
+    assert found == 'flag-decode', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('scan_header.txt')
-    assert found == 'char-adjacent', f"found {found!r}"
+    found = content('context_sort.txt')
+    assert found == 'diff-default', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('push_diff.txt')
-    assert found == 'make-blocks', f"found {found!r}"
+    found = content('make_flag.txt')
+    assert found == 'size-file', f"found {found!r}"

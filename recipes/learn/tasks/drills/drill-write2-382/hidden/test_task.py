@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('diff_header.txt')
-    assert found == 'form-match', f"found {found!r}"
+    found = content('print_scan.txt')
+    assert found == 'file-list', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('match_mark.txt')
-    assert found == 'sort-size', f"found {found!r}"
+    found = content('pair_blanks.txt')
+    assert found == 'blocks-group', f"found {found!r}"

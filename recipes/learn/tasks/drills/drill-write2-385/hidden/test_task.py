@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('print_equal.txt')
-    assert found == 'scan-quick', f"found {found!r}"
+    found = content('file_sort.txt')
+    assert found == 'check-next', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('break_equal.txt')
-    assert found == 'parse-form', f"found {found!r}"
+    found = content('data_item.txt')
+    assert found == 'check-context', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('class_delete.txt')
-    assert found == 'header-size', f"found {found!r}"
+    found = content('group_decode.txt')
+    assert found == 'form-flag', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('form_list.txt')
-    assert found == 'print-encode', f"found {found!r}"
+    found = content('side_item.txt')
+    assert found == 'diff-case', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('import_best.txt')
-    assert found == 'item-equal', f"found {found!r}"
+    found = content('form_equal.txt')
+    assert found == 'break-file', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('break_class.txt')
-    assert found == 'char-codes', f"found {found!r}"
+    found = content('codes_flag.txt')
+    assert found == 'codes-adjacent', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('blocks_flag.txt')
-    assert found == 'check-codes', f"found {found!r}"
+    found = content('column_mark.txt')
+    assert found == 'flag-side', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('best_pair.txt')
-    assert found == 'column-default', f"found {found!r}"
+    found = content('push_make.txt')
+    assert found == 'mark-char', f"found {found!r}"

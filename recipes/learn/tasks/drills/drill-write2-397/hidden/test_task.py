@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('blanks_class.txt')
-    assert found == 'item-best', f"found {found!r}"
+    found = content('best_case.txt')
+    assert found == 'scan-range', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('scan_diff.txt')
-    assert found == 'best-list', f"found {found!r}"
+    found = content('best_next.txt')
+    assert found == 'form-class', f"found {found!r}"

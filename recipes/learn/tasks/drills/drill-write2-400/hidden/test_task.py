@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('check_case.txt')
-    assert found == 'long-header', f"found {found!r}"
+    found = content('context_group.txt')
+    assert found == 'begin-diff', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('match_chunks.txt')
-    assert found == 'print-find', f"found {found!r}"
+    found = content('delete_begin.txt')
+    assert found == 'begin-mark', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('char_size.txt')
-    assert found == 'default-close', f"found {found!r}"
+    found = content('size_make.txt')
+    assert found == 'import-diff', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('form_range.txt')
-    assert found == 'check-make', f"found {found!r}"
+    found = content('size_close.txt')
+    assert found == 'codes-char', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('find_adjacent.txt')
-    assert found == 'begin-delete', f"found {found!r}"
+    found = content('begin_find.txt')
+    assert found == 'form-encode', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('list_form.txt')
-    assert found == 'data-find', f"found {found!r}"
+    found = content('column_match.txt')
+    assert found == 'context-diff', f"found {found!r}"

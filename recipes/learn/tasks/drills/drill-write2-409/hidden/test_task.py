@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('encode_break.txt')
-    assert found == 'range-begin', f"found {found!r}"
+    found = content('flag_parse.txt')
+    assert found == 'class-quick', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('context_next.txt')
-    assert found == 'make-form', f"found {found!r}"
+    found = content('adjacent_context.txt')
+    assert found == 'side-chunks', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('match_side.txt')
-    assert found == 'next-form', f"found {found!r}"
+    found = content('sort_class.txt')
+    assert found == 'form-check', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('equal_import.txt')
-    assert found == 'header-long', f"found {found!r}"
+    found = content('break_blanks.txt')
+    assert found == 'default-form', f"found {found!r}"

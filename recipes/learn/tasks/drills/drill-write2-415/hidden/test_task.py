@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('class_char.txt')
-    assert found == 'list-char', f"found {found!r}"
+    found = content('header_default.txt')
+    assert found == 'import-decode', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('break_make.txt')
-    assert found == 'column-equal', f"found {found!r}"
+    found = content('check_find.txt')
+    assert found == 'range-form', f"found {found!r}"

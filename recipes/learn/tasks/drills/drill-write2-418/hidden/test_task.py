@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('check_delete.txt')
-    assert found == 'default-make', f"found {found!r}"
+    found = content('find_check.txt')
+    assert found == 'chunks-print', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('print_chunks.txt')
-    assert found == 'codes-next', f"found {found!r}"
+    found = content('item_break.txt')
+    assert found == 'diff-push', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('header_case.txt')
-    assert found == 'parse-make', f"found {found!r}"
+    found = content('case_sort.txt')
+    assert found == 'break-form', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('encode_match.txt')
-    assert found == 'close-best', f"found {found!r}"
+    found = content('mark_import.txt')
+    assert found == 'sort-side', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('print_group.txt')
-    assert found == 'size-push', f"found {found!r}"
+    found = content('case_form.txt')
+    assert found == 'begin-blanks', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('case_close.txt')
-    assert found == 'codes-blocks', f"found {found!r}"
+    found = content('case_blocks.txt')
+    assert found == 'side-close', f"found {found!r}"

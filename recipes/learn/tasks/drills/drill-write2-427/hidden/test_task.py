@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('begin_context.txt')
-    assert found == 'equal-decode', f"found {found!r}"
+    found = content('context_adjacent.txt')
+    assert found == 'check-best', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('encode_list.txt')
-    assert found == 'flag-header', f"found {found!r}"
+    found = content('begin_list.txt')
+    assert found == 'list-equal', f"found {found!r}"

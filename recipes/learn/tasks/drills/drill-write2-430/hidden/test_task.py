@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('scan_blanks.txt')
-    assert found == 'delete-side', f"found {found!r}"
+    found = content('group_header.txt')
+    assert found == 'form-parse', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('char_case.txt')
-    assert found == 'codes-equal', f"found {found!r}"
+    found = content('match_list.txt')
+    assert found == 'long-list', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('class_quick.txt')
-    assert found == 'encode-scan', f"found {found!r}"
+    found = content('long_range.txt')
+    assert found == 'close-decode', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('range_group.txt')
-    assert found == 'blocks-data', f"found {found!r}"
+    found = content('blocks_default.txt')
+    assert found == 'item-long', f"found {found!r}"

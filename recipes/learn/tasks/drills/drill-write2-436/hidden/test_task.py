@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('import_item.txt')
-    assert found == 'best-push', f"found {found!r}"
+    found = content('print_break.txt')
+    assert found == 'import-begin', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('side_flag.txt')
-    assert found == 'default-make', f"found {found!r}"
+    found = content('decode_data.txt')
+    assert found == 'char-match', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('best_column.txt')
-    assert found == 'data-next', f"found {found!r}"
+    found = content('import_case.txt')
+    assert found == 'match-next', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('delete_data.txt')
-    assert found == 'parse-blanks', f"found {found!r}"
+    found = content('blocks_chunks.txt')
+    assert found == 'long-blanks', f"found {found!r}"

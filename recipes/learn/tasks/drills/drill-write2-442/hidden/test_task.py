@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('best_next.txt')
-    assert found == 'scan-blocks', f"found {found!r}"
+    found = content('quick_header.txt')
+    assert found == 'import-form', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('scan_encode.txt')
-    assert found == 'scan-chunks', f"found {found!r}"
+    found = content('case_check.txt')
+    assert found == 'match-blocks', f"found {found!r}"

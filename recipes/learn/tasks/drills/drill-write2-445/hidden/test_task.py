@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('push_encode.txt')
-    assert found == 'diff-range', f"found {found!r}"
+    found = content('column_push.txt')
+    assert found == 'decode-make', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('long_equal.txt')
-    assert found == 'class-header', f"found {found!r}"
+    found = content('char_chunks.txt')
+    assert found == 'class-diff', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('blanks_parse.txt')
-    assert found == 'class-adjacent', f"found {found!r}"
+    found = content('adjacent_mark.txt')
+    assert found == 'char-form', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('class_data.txt')
-    assert found == 'parse-data', f"found {found!r}"
+    found = content('file_quick.txt')
+    assert found == 'class-best', f"found {found!r}"

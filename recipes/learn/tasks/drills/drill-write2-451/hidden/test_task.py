@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('flag_quick.txt')
-    assert found == 'case-long', f"found {found!r}"
+    found = content('chunks_begin.txt')
+    assert found == 'close-column', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('char_break.txt')
-    assert found == 'case-mark', f"found {found!r}"
+    found = content('case_header.txt')
+    assert found == 'scan-context', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('delete_check.txt')
-    assert found == 'blocks-size', f"found {found!r}"
+    found = content('push_find.txt')
+    assert found == 'side-check', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('sort_import.txt')
-    assert found == 'decode-blanks', f"found {found!r}"
+    found = content('codes_case.txt')
+    assert found == 'blocks-scan', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('long_case.txt')
-    assert found == 'form-close', f"found {found!r}"
+    found = content('break_pair.txt')
+    assert found == 'print-adjacent', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('make_codes.txt')
-    assert found == 'sort-long', f"found {found!r}"
+    found = content('list_make.txt')
+    assert found == 'flag-scan', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('size_next.txt')
-    assert found == 'mark-pair', f"found {found!r}"
+    found = content('close_break.txt')
+    assert found == 'adjacent-pair', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('import_find.txt')
-    assert found == 'form-item', f"found {found!r}"
+    found = content('side_mark.txt')
+    assert found == 'make-file', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('encode_case.txt')
-    assert found == 'default-encode', f"found {found!r}"
+    found = content('import_sort.txt')
+    assert found == 'import-header', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('list_quick.txt')
-    assert found == 'context-quick', f"found {found!r}"
+    found = content('mark_column.txt')
+    assert found == 'diff-scan', f"found {found!r}"

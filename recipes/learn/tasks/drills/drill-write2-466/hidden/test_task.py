@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('break_column.txt')
-    assert found == 'group-blocks', f"found {found!r}"
+    found = content('pair_match.txt')
+    assert found == 'long-parse', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('begin_header.txt')
-    assert found == 'match-diff', f"found {found!r}"
+    found = content('data_sort.txt')
+    assert found == 'encode-diff', f"found {found!r}"

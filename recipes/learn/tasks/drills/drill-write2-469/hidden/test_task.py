@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('range_header.txt')
-    assert found == 'codes-parse', f"found {found!r}"
+    found = content('mark_match.txt')
+    assert found == 'best-default', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('header_break.txt')
-    assert found == 'delete-char', f"found {found!r}"
+    found = content('begin_scan.txt')
+    assert found == 'sort-equal', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('parse_find.txt')
-    assert found == 'adjacent-form', f"found {found!r}"
+    found = content('next_form.txt')
+    assert found == 'parse-context', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('chunks_codes.txt')
-    assert found == 'case-next', f"found {found!r}"
+    found = content('equal_import.txt')
+    assert found == 'break-codes', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('default_match.txt')
-    assert found == 'next-equal', f"found {found!r}"
+    found = content('case_list.txt')
+    assert found == 'long-flag', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('break_make.txt')
-    assert found == 'adjacent-pair', f"found {found!r}"
+    found = content('delete_break.txt')
+    assert found == 'break-delete', f"found {found!r}"

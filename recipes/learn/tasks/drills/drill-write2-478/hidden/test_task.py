@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('group_check.txt')
-    assert found == 'context-pair', f"found {found!r}"
+    found = content('break_item.txt')
+    assert found == 'context-column', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('find_flag.txt')
-    assert found == 'item-case', f"found {found!r}"
+    found = content('range_encode.txt')
+    assert found == 'class-push', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('equal_parse.txt')
-    assert found == 'delete-column', f"found {found!r}"
+    found = content('blocks_begin.txt')
+    assert found == 'find-begin', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('side_make.txt')
-    assert found == 'blanks-adjacent', f"found {found!r}"
+    found = content('group_check.txt')
+    assert found == 'make-group', f"found {found!r}"

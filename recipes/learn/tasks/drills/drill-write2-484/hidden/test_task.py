@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('column_form.txt')
-    assert found == 'group-chunks', f"found {found!r}"
+    found = content('equal_decode.txt')
+    assert found == 'char-default', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('delete_blocks.txt')
-    assert found == 'scan-flag', f"found {found!r}"
+    found = content('size_encode.txt')
+    assert found == 'adjacent-default', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('case_item.txt')
-    assert found == 'import-equal', f"found {found!r}"
+    found = content('scan_parse.txt')
+    assert found == 'make-quick', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('begin_import.txt')
-    assert found == 'parse-match', f"found {found!r}"
+    found = content('group_header.txt')
+    assert found == 'push-blocks', f"found {found!r}"

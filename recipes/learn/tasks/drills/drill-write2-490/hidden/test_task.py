@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('parse_sort.txt')
-    assert found == 'mark-group', f"found {found!r}"
+    found = content('context_encode.txt')
+    assert found == 'diff-column', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('codes_context.txt')
-    assert found == 'char-equal', f"found {found!r}"
+    found = content('header_blanks.txt')
+    assert found == 'diff-range', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('context_mark.txt')
-    assert found == 'char-decode', f"found {found!r}"
+    found = content('blocks_delete.txt')
+    assert found == 'class-scan', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('size_blocks.txt')
-    assert found == 'context-blanks', f"found {found!r}"
+    found = content('make_size.txt')
+    assert found == 'column-chunks', f"found {found!r}"

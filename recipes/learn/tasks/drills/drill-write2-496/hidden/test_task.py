@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('item_size.txt')
-    assert found == 'begin-encode', f"found {found!r}"
+    found = content('break_begin.txt')
+    assert found == 'group-column', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('make_print.txt')
-    assert found == 'size-diff', f"found {found!r}"
+    found = content('decode_range.txt')
+    assert found == 'range-import', f"found {found!r}"

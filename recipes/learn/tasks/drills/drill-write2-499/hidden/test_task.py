@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('group_blanks.txt')
-    assert found == 'flag-make', f"found {found!r}"
+    found = content('diff_match.txt')
+    assert found == 'long-item', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('find_adjacent.txt')
-    assert found == 'check-parse', f"found {found!r}"
+    found = content('class_mark.txt')
+    assert found == 'list-codes', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('case_make.txt')
-    assert found == 'header-data', f"found {found!r}"
+    found = content('default_flag.txt')
+    assert found == 'close-blanks', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('case_begin.txt')
-    assert found == 'import-range', f"found {found!r}"
+    found = content('print_equal.txt')
+    assert found == 'case-blocks', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('case_header.txt')
-    assert found == 'check-pair', f"found {found!r}"
+    found = content('char_case.txt')
+    assert found == 'flag-pair', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('range_long.txt')
-    assert found == 'char-form', f"found {found!r}"
+    found = content('import_case.txt')
+    assert found == 'check-encode', f"found {found!r}"

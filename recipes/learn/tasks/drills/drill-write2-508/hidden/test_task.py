@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('next_header.txt')
-    assert found == 'next-default', f"found {found!r}"
+    found = content('equal_blocks.txt')
+    assert found == 'match-mark', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('best_class.txt')
-    assert found == 'default-item', f"found {found!r}"
+    found = content('find_push.txt')
+    assert found == 'file-decode', f"found {found!r}"

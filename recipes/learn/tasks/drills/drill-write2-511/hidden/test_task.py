@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('close_codes.txt')
-    assert found == 'delete-decode', f"found {found!r}"
+    found = content('close_file.txt')
+    assert found == 'blocks-data', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('blanks_break.txt')
-    assert found == 'close-import', f"found {found!r}"
+    found = content('encode_decode.txt')
+    assert found == 'case-file', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('break_class.txt')
-    assert found == 'form-default', f"found {found!r}"
+    found = content('import_decode.txt')
+    assert found == 'equal-diff', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('blocks_encode.txt')
-    assert found == 'check-find', f"found {found!r}"
+    found = content('break_side.txt')
+    assert found == 'close-data', f"found {found!r}"

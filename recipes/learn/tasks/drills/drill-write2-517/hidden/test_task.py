@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('check_context.txt')
-    assert found == 'adjacent-check', f"found {found!r}"
+    found = content('parse_scan.txt')
+    assert found == 'equal-pair', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('context_flag.txt')
-    assert found == 'make-range', f"found {found!r}"
+    found = content('make_next.txt')
+    assert found == 'mark-import', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('item_equal.txt')
-    assert found == 'find-class', f"found {found!r}"
+    found = content('file_group.txt')
+    assert found == 'header-range', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('check_size.txt')
-    assert found == 'check-group', f"found {found!r}"
+    found = content('class_long.txt')
+    assert found == 'scan-column', f"found {found!r}"

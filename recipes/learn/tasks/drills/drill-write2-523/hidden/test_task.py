@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('sort_break.txt')
-    assert found == 'close-side', f"found {found!r}"
+    found = content('side_adjacent.txt')
+    assert found == 'pair-push', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('adjacent_next.txt')
-    assert found == 'push-parse', f"found {found!r}"
+    found = content('chunks_class.txt')
+    assert found == 'codes-break', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('blanks_diff.txt')
-    assert found == 'long-context', f"found {found!r}"
+    found = content('encode_file.txt')
+    assert found == 'check-pair', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('default_column.txt')
-    assert found == 'context-next', f"found {found!r}"
+    found = content('push_scan.txt')
+    assert found == 'context-find', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('blanks_side.txt')
-    assert found == 'delete-import', f"found {found!r}"
+    found = content('close_next.txt')
+    assert found == 'header-data', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('codes_group.txt')
-    assert found == 'item-sort', f"found {found!r}"
+    found = content('print_blanks.txt')
+    assert found == 'context-flag', f"found {found!r}"

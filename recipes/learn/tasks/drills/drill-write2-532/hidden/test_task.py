@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('range_list.txt')
-    assert found == 'delete-sort', f"found {found!r}"
+    found = content('context_adjacent.txt')
+    assert found == 'long-encode', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('best_encode.txt')
-    assert found == 'diff-group', f"found {found!r}"
+    found = content('decode_char.txt')
+    assert found == 'form-blocks', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('class_close.txt')
-    assert found == 'import-size', f"found {found!r}"
+    found = content('list_match.txt')
+    assert found == 'delete-form', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('find_blocks.txt')
-    assert found == 'chunks-best', f"found {found!r}"
+    found = content('group_close.txt')
+    assert found == 'codes-column', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('close_blanks.txt')
-    assert found == 'check-match', f"found {found!r}"
+    found = content('form_group.txt')
+    assert found == 'begin-column', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('diff_print.txt')
-    assert found == 'group-import', f"found {found!r}"
+    found = content('chunks_break.txt')
+    assert found == 'codes-adjacent', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('parse_flag.txt')
-    assert found == 'scan-class', f"found {found!r}"
+    found = content('class_header.txt')
+    assert found == 'data-quick', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('chunks_pair.txt')
-    assert found == 'encode-class', f"found {found!r}"
+    found = content('check_delete.txt')
+    assert found == 'import-equal', f"found {found!r}"

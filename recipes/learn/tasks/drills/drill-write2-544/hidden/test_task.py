@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('find_mark.txt')
-    assert found == 'close-quick', f"found {found!r}"
+    found = content('column_group.txt')
+    assert found == 'encode-class', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('codes_diff.txt')
-    assert found == 'group-form', f"found {found!r}"
+    found = content('push_side.txt')
+    assert found == 'close-print', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('case_encode.txt')
-    assert found == 'pair-list', f"found {found!r}"
+    found = content('scan_item.txt')
+    assert found == 'list-item', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('codes_column.txt')
-    assert found == 'push-best', f"found {found!r}"
+    found = content('adjacent_next.txt')
+    assert found == 'range-parse', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('form_print.txt')
-    assert found == 'blocks-form', f"found {found!r}"
+    found = content('push_make.txt')
+    assert found == 'file-best', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('list_sort.txt')
-    assert found == 'adjacent-blanks', f"found {found!r}"
+    found = content('check_begin.txt')
+    assert found == 'close-size', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('close_range.txt')
-    assert found == 'group-context', f"found {found!r}"
+    found = content('sort_parse.txt')
+    assert found == 'best-match', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('char_data.txt')
-    assert found == 'best-scan', f"found {found!r}"
+    found = content('decode_size.txt')
+    assert found == 'push-delete', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('case_import.txt')
-    assert found == 'best-quick', f"found {found!r}"
+    found = content('close_delete.txt')
+    assert found == 'range-chunks', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('find_close.txt')
-    assert found == 'range-import', f"found {found!r}"
+    found = content('list_form.txt')
+    assert found == 'form-encode', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('range_pair.txt')
-    assert found == 'list-make', f"found {found!r}"
+    found = content('data_find.txt')
+    assert found == 'quick-codes', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('char_chunks.txt')
-    assert found == 'sort-begin', f"found {found!r}"
+    found = content('context_form.txt')
+    assert found == 'side-file', f"found {found!r}"

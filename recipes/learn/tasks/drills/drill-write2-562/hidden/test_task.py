@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('print_item.txt')
-    assert found == 'list-print', f"found {found!r}"
+    found = content('group_import.txt')
+    assert found == 'list-char', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('item_flag.txt')
-    assert found == 'quick-data', f"found {found!r}"
+    found = content('best_range.txt')
+    assert found == 'default-adjacent', f"found {found!r}"

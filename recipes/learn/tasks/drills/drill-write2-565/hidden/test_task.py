@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('mark_begin.txt')
-    assert found == 'delete-next', f"found {found!r}"
+    found = content('codes_quick.txt')
+    assert found == 'push-import', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('list_break.txt')
-    assert found == 'break-adjacent', f"found {found!r}"
+    found = content('print_list.txt')
+    assert found == 'parse-header', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('break_context.txt')
-    assert found == 'range-default', f"found {found!r}"
+    found = content('flag_size.txt')
+    assert found == 'break-parse', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('size_side.txt')
-    assert found == 'blanks-delete', f"found {found!r}"
+    found = content('next_long.txt')
+    assert found == 'pair-mark', f"found {found!r}"

@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('size_sort.txt')
-    assert found == 'list-mark', f"found {found!r}"
+    found = content('context_long.txt')
+    assert found == 'print-range', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('form_match.txt')
-    assert found == 'check-make', f"found {found!r}"
+    found = content('size_pair.txt')
+    assert found == 'break-case', f"found {found!r}"

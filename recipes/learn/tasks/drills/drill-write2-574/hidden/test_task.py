@@ -10,10 +10,10 @@ def content(path):
 
 
 def test_first_content():
-    found = content('parse_chunks.txt')
-    assert found == 'diff-column', f"found {found!r}"
+    found = content('import_side.txt')
+    assert found == 'side-best', f"found {found!r}"
 
 
 def test_second_content():
-    found = content('adjacent_char.txt')
-    assert found == 'item-check', f"found {found!r}"
+    found = content('flag_delete.txt')
+    assert found == 'list-mark', f"found {found!r}"
