@@ -80,9 +80,10 @@ HELD_OUT = ("dev", "test")
 DRILLS = "drills"  # training-only copying tasks the warm start demonstrates (never validated)
 # Words of the fixed texts that the drills' names may use too ("file" is in `write_file`, `read_file`, "the file").
 # Renaming never touches them (it would rewrite the tool names), so their token stays the same in every step's
-# names: an anchor a small model learns to copy first, and copying every other name follows. Without one the
-# drills never made copying appear (900 short-context steps); with "file" in the names it appears by ~400, as it
-# did on the earlier suite, whose names used fixed-text words by accident (recipes/learn/README.md).
+# names: plausibly an anchor a small model learns to copy first, copying every other name following. Without one,
+# no supervised run on the drills or on an earlier-style split made copying appear within 900 short-context steps
+# (ten runs); with "file" in the names it appeared by ~400 (two runs), as on the earlier suite, whose names used
+# fixed-text words by accident (recipes/learn/README.md, "What changed is the task generator").
 ANCHOR_WORDS = ("file",)
 
 # The search family (the recipe's). CONTEXT_CHARS must equal harness.reference.context_chars of
