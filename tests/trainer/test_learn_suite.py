@@ -76,10 +76,10 @@ def test_the_committed_suite_regenerates_byte_for_byte_and_its_splits_share_no_s
         assert len(set(names)) == distinct[task.name.split("-")[1]], (task.name, names)
     # some drill names hold the anchor word ("file"), which renaming never touches; no split's names do
     rename = json.loads((SUITE / "rename.json").read_text())
-    anchored = {s for s in strings["drills"] if set(re.split(r"[_.-]", s)) & set(make_tasks.ANCHOR_WORDS)}
-    assert len(anchored) >= 50 and not set(make_tasks.ANCHOR_WORDS) & set(rename["words"])
-    assert not any(set(re.split(r"[_.-]", s)) & set(make_tasks.ANCHOR_WORDS) for split in ("train", "dev", "test")
-                   for s in strings[split])
+    anchors = set(make_tasks.ANCHOR_WORDS)
+    anchored = {split: {s for s in strings[split] if set(re.split(r"[_.-]", s)) & anchors} for split in strings}
+    assert len(anchored["drills"]) >= 50 and not anchors & set(rename["words"])
+    assert not anchored["train"] | anchored["dev"] | anchored["test"]
     # the splits do not depend on whether drills are made
     make_tasks.generate(tmp_path / "plain", {"train": 288, "dev": 48, "test": 48}, ("search",), 45, 0)
     assert not (tmp_path / "plain" / "drills").exists()
