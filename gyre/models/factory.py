@@ -3,6 +3,7 @@ Never a hub download."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -34,10 +35,30 @@ def resolve_device(device: str) -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
+# Tokenizer classes loaded directly rather than through AutoTokenizer: the plain tokenizers-library ones, with no
+# model-specific code. AutoTokenizer would load the same class, but importing it pulls transformers' auto-model
+# machinery (generation, torch._dynamo, DTensor: ~1.4 CPU-s) into every process that only needs a tokenizer
+# (each job's driver, proxy replicas, gyre.eval / gyre.serve, benchmarks).
+PLAIN_TOKENIZER_CLASSES = ("TokenizersBackend", "PreTrainedTokenizerFast")
+
+
 def load_tokenizer(path: str, tiny_overrides: dict[str, Any] | None = None):
+    folder = resolve_model_path(path, tiny_overrides)
+    if tokenizer_class_name(folder) in PLAIN_TOKENIZER_CLASSES:
+        import transformers
+
+        return getattr(transformers, tokenizer_class_name(folder)).from_pretrained(folder, local_files_only=True)
     from transformers import AutoTokenizer
 
-    return AutoTokenizer.from_pretrained(resolve_model_path(path, tiny_overrides), local_files_only=True)
+    return AutoTokenizer.from_pretrained(folder, local_files_only=True)
+
+
+def tokenizer_class_name(folder: Path) -> str | None:
+    """The ``tokenizer_class`` a checkpoint's ``tokenizer_config.json`` names (None when it names none)."""
+    try:
+        return json.loads((folder / "tokenizer_config.json").read_text()).get("tokenizer_class")
+    except (OSError, ValueError, AttributeError):
+        return None  # AutoTokenizer decides, and reports a broken file in its own words
 
 
 def load_model(

@@ -57,3 +57,33 @@ def test_tiny_tokenizer_round_trips_and_renders_qwen_tool_calls():
 def test_missing_local_checkpoint_is_a_clear_error(tmp_path):
     with pytest.raises(FileNotFoundError, match="not a local HF checkpoint folder.*never downloads"):
         load_model(str(tmp_path / "nowhere"))
+
+
+@pytest.mark.parametrize("preset", ["tiny", "small"])
+def test_a_plain_tokenizer_loads_as_autotokenizer_would_load_it(preset):
+    """load_tokenizer skips AutoTokenizer for the plain tokenizers-library classes (a cheaper import): what it
+    loads must be what AutoTokenizer loads from the same folder, to the token."""
+    from transformers import AutoTokenizer
+
+    direct = load_tokenizer(preset)
+    auto = AutoTokenizer.from_pretrained(resolve_model_path(preset), local_files_only=True)
+    assert type(direct) is type(auto)
+    assert direct.get_vocab() == auto.get_vocab() and direct.added_tokens_decoder == auto.added_tokens_decoder
+    assert direct.special_tokens_map == auto.special_tokens_map and direct.chat_template == auto.chat_template
+    assert (direct.eos_token_id, direct.pad_token_id, direct.model_max_length) == (
+        auto.eos_token_id, auto.pad_token_id, auto.model_max_length)
+    messages = [{"role": "user", "content": "read <tool_call> ünïcode ✓\n  x"}, {"role": "assistant", "content": "ok"}]
+    assert direct.apply_chat_template(messages, tokenize=True) == auto.apply_chat_template(messages, tokenize=True)
+    assert direct("a  b\tc<|im_end|>").input_ids == auto("a  b\tc<|im_end|>").input_ids
+
+
+def test_a_checkpoint_of_another_tokenizer_class_goes_through_autotokenizer(tmp_path):
+    """A tokenizer class with model-specific code (here Qwen2Tokenizer, as real Qwen checkpoints name) is left to
+    AutoTokenizer, which resolves it."""
+    import shutil
+
+    folder = tmp_path / "ckpt"
+    shutil.copytree(resolve_model_path("tiny"), folder)
+    config = json.loads((folder / "tokenizer_config.json").read_text())
+    (folder / "tokenizer_config.json").write_text(json.dumps({**config, "tokenizer_class": "Qwen2Tokenizer"}))
+    assert type(load_tokenizer(str(folder))).__name__ == "Qwen2Tokenizer"
