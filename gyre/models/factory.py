@@ -44,10 +44,10 @@ PLAIN_TOKENIZER_CLASSES = ("TokenizersBackend", "PreTrainedTokenizerFast")
 
 def load_tokenizer(path: str, tiny_overrides: dict[str, Any] | None = None):
     folder = resolve_model_path(path, tiny_overrides)
-    if tokenizer_class_name(folder) in PLAIN_TOKENIZER_CLASSES:
+    if (name := tokenizer_class_name(folder)) in PLAIN_TOKENIZER_CLASSES:
         import transformers
 
-        return getattr(transformers, tokenizer_class_name(folder)).from_pretrained(folder, local_files_only=True)
+        return getattr(transformers, name).from_pretrained(folder, local_files_only=True)
     from transformers import AutoTokenizer
 
     return AutoTokenizer.from_pretrained(folder, local_files_only=True)
