@@ -447,11 +447,16 @@ def test_event_loop_stays_responsive_while_generating(engine):
 
         ticker = asyncio.create_task(tick())
         sampling = SamplingParams(temperature=0.0, max_new_tokens=64)
+        started = time.perf_counter()
         await asyncio.gather(*[engine.generate(f"s{i}", prompt(200, seed=40 + i), sampling) for i in range(8)])
+        generation_s = time.perf_counter() - started
         ticker.cancel()
-        return max(gaps)
+        return max(gaps), generation_s
 
-    assert asyncio.run(main()) < 0.25
+    longest_gap, generation_s = asyncio.run(main())
+    # An engine generating on the loop stalls it for about the whole generation; a loaded machine may hold a
+    # healthy loop back for a scheduler slice or two (0.36 s once in CI beside a training run), never a quarter of it.
+    assert longest_gap < max(0.25, generation_s / 4), (longest_gap, generation_s)
 
 
 def test_closed_engine_refuses_calls(tiny_model_path):
