@@ -10,7 +10,9 @@ probability the model gives each copied word at two places:
   (``path1``, ``path2``, copied from the instruction) and of the value the summary names (``value1``,
   ``value2``, copied from the summary);
 - the report: the sub-agent that read the page holding the value, with the right ``report`` appended: the words
-  of the current value (``report1``, ``report2``), copied out of a tool's output.
+  of the current value (``report1``, ``report2``), copied out of a tool's output; and ``report1_either``, the
+  probability of the current or the outdated value's first word there (the demonstrator reports the outdated
+  one more often than not: a model that copies puts its mass on the two, one that garbles elsewhere).
 
 A model that copies puts most of its probability there; one that does not sits at chance (one word of the
 suite's 45).
@@ -33,9 +35,10 @@ from pathlib import Path
 PATH = re.compile(r'new file "([a-z]+)_([a-z]+)\.txt"')
 SUMMARY_VALUE = re.compile(r'Summary of your work so far:\nThe current value is "([a-z]+)-([a-z]+)"')
 PAGE_VALUE = re.compile(r'\ncurrent value: "([a-z]+)-([a-z]+)"')  # a page's line (make_tasks.py: CURRENT_LINE)
+PAGE_OUTDATED = re.compile(r'\noutdated value: "([a-z]+)-([a-z]+)"')  # (OUTDATED_LINE)
 # the short-context phase keeps the shared prompt's last token (the newline) onwards
 SHORT_FROM = {"main": "Task:\n", "sub": "<|im_start|>user\n"}
-POSITIONS = ("path1", "path2", "value1", "value2", "report1", "report2")
+POSITIONS = ("path1", "path2", "value1", "value2", "report1", "report2", "report1_either")
 
 
 def write_contexts(run: Path, tokenizer) -> list[tuple[str, str, str, tuple[str, ...]]]:
@@ -56,8 +59,9 @@ def write_contexts(run: Path, tokenizer) -> list[tuple[str, str, str, tuple[str,
         for agent, text in prompts:  # the sub-agent whose page holds the value, at its report (after the page)
             if agent == "sub" and "<tool_response>" in text and (found := PAGE_VALUE.search(text)):
                 a, b = found.groups()
+                outdated = PAGE_OUTDATED.search(text).group(1)
                 contexts.append(("sub", text, f'<tool_call>\n{{"name": "report", "arguments": {{"report": '
-                                              f'"The current value is \\"{a}-{b}\\"."}}}}', (a, b)))
+                                              f'"The current value is \\"{a}-{b}\\"."}}}}', (a, b, outdated)))
     return contexts
 
 
@@ -81,13 +85,18 @@ def probe(checkpoint: str, run: Path, short: bool = False) -> dict[str, dict[str
             logp = torch.log_softmax(model(torch.tensor([prompt + target])).logits[0].float(), dim=-1)
         # each word is one token (make_tasks.py picks them so); find it after the previous one
         at = 0
-        for position, word in zip(POSITIONS if agent == "main" else POSITIONS[4:], words):
+        for position, word in zip(POSITIONS[:4] if agent == "main" else POSITIONS[4:6], words):
             token = tokenizer.encode(word, add_special_tokens=False)[0]
             at = target.index(token, at)
             row = logp[len(prompt) + at - 1]
             totals[position][0] += int(row.argmax() == token)
             totals[position][1] += float(row[token])
             totals[position][2] += 1
+            if position == "report1":  # the current or the outdated value's first word
+                either = {token, tokenizer.encode(words[2], add_special_tokens=False)[0]}
+                totals["report1_either"][0] += int(int(row.argmax()) in either)
+                totals["report1_either"][1] += float(torch.logsumexp(row[sorted(either)], 0))
+                totals["report1_either"][2] += 1
             at += 1
     return {position: {"tokens": n, "argmax_right": right / n, "geometric_mean_p": math.exp(logp_sum / n)}
             for position, (right, logp_sum, n) in totals.items()}

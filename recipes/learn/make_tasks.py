@@ -2,6 +2,7 @@
 
     python recipes/learn/make_tasks.py [--out recipes/learn/tasks] [--train 288] [--dev 48] [--test 48]
                                        [--families search] [--drills 576] [--drill-families write,write2,copy]
+                                       [--lookups 192]
                                        [--words 45] [--seed 0]
 
 Every task is an NL2RepoBench task folder (start.md, test_case_count.txt, test_commands.json,
@@ -21,6 +22,11 @@ hidden checks (so the reward is 0, 0.5 or 1: partial credit). Families:
 - ``write2``: the same for two files. Checks: each file's content.
 - ``copy``: copy a given file into a new one (read_file, then write_file with what it read). Checks: the
   copy is exact; the source is unchanged.
+- ``lookup``: ``search`` with one page: the agent starts with one ``page<k>.txt`` (k in 1..6) holding the
+  current and the outdated value, and must write the current value into a new file. The demonstrator hands
+  the page to a sub-agent, which reads it and reports the value (exactly as in ``search``), and writes the
+  reported value: ``delegate``, the sub-agent's ``read_file`` and ``report``, ``write_file``, ``finish`` (no
+  summary: the conversation stays under ``context_chars``). Checks: the file exists; it holds the current value.
 
 Names and values are pairs of words (``<word>_<word>.txt``, ``<word>-<word>``), and every ordered pair is
 used at most once in the whole suite, so **no name or value occurs in more than one split** (nor in two
@@ -47,6 +53,12 @@ strings avoid every dev and test string; they may repeat training ones and each 
 at every step anyway). Their names may also use ``ANCHOR_WORDS`` ("file"), words of the fixed texts that
 renaming never touches: without such an anchor, copying did not appear within 900 short-context supervised
 steps (ten runs; with it, by ~400).
+
+``--lookups`` adds that many ``lookup`` drills (``drills/drill-lookup-*``), from their own pairs and generator, so
+the other drills are the same with or without them. Why: the warm start on the other drills copies names and
+the summary's value, but its sub-agents copy the value out of their page poorly (recipes/learn/README.md,
+"Where the recipe stands"): a ``search`` sub-agent's conversation holds the value in one of six, and no other
+drill has a sub-agent.
 
 ``rename.json`` lists the words the warm start may rename in its demonstrations (``sft.rename_file``,
 `gyre.trainer.renaming`: fresh names at every supervised step, so that the model learns to copy names
@@ -97,7 +109,7 @@ NO_WRITE_PROBABILITY = 0.25  # the demonstrator finishes after the summary witho
 STALE_PROBABILITY = 0.35  # the demonstrator writes the outdated value
 EARLY_STOP_PROBABILITY = 0.3  # the demonstrator finishes after the first of two files
 WRONG_TARGET_PROBABILITY = 0.35  # the demonstrator copies into the source path
-FAMILIES = ("search", "write", "write2", "copy")
+FAMILIES = ("search", "write", "write2", "copy", "lookup")
 CHECK_FILE = "test_task.py"
 # The hidden checks are pytest tests: scorers count the tests pytest reports passed (by node id), never a printed count.
 # No plugin autoload: the installed plugins (xdist, timeout) would triple the start-up time of every scoring.
@@ -105,6 +117,7 @@ TEST_COMMAND = f"PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 python -m pytest -q -p no:cach
 
 SEARCH_INSTRUCTION = ('Write the current value into the new file "{out}". It is on one of the pages page1.txt to '
                       f"page{PAGES}.txt: hand each page to a helper.\n")
+LOOKUP_INSTRUCTION = 'Write the current value into the new file "{out}". It is on the page page{index}.txt: hand the page to a helper.\n'
 PAGE_NAME = "page{index}.txt"
 PAGE_TASK = "Find the current value in page{index}.txt."
 EMPTY_PAGE = "No value on this page.\n"
@@ -192,31 +205,72 @@ def make_search(task_id: str, out: str, new: str, old: str, rng: random.Random) 
     )
 
 
+def make_lookup(task_id: str, out: str, new: str, old: str, rng: random.Random) -> Task:
+    """One page holding the current and the outdated value, handed to a sub-agent; see the module docstring."""
+    index = rng.randrange(1, PAGES + 1)
+    lines = [CURRENT_LINE.format(value=new), OUTDATED_LINE.format(value=old)]
+    rng.shuffle(lines)
+    page = PAGE_NAME.format(index=index)
+    delegate = {"name": "delegate", "arguments": {"task": PAGE_TASK.format(index=index)}}
+    s = STALE_PROBABILITY
+    demonstrations = [
+        {"behaviour": behaviour, "probability": probability,
+         "calls": [delegate, sub(read_call(page)), sub({"name": "report", "arguments": {"report": FOUND.format(value=value)}}),
+                   write_call(out, value), FINISH]}
+        for value, probability, behaviour in ((new, 1 - s, "expert"), (old, s, "sub-agent reports the outdated value"))
+    ]
+    instruction = LOOKUP_INSTRUCTION.format(out=out, index=index)
+    after_report = conversation_chars([instruction_message(instruction), assistant(delegate),
+                                       tool(FOUND.format(value=new)), assistant(write_call(out, new))])
+    if after_report > CONTEXT_CHARS - 150:
+        raise SystemExit(f"{task_id}: {after_report} characters before the write call; the harness would summarise "
+                         f"(CONTEXT_CHARS={CONTEXT_CHARS})")
+    return Task(
+        task_id,
+        "lookup",
+        instruction,
+        [("file_exists", "exists", out, ""), ("file_content", "equals", out, new)],
+        {out: new + "\n"},
+        starting={page: "\n".join(lines) + "\n"},
+        demonstrations=demonstrations,
+        names=(out, new, old),
+    )
+
+
+# The main conversation as `gyre.harness.reference` counts it against CONTEXT_CHARS (for the checks below).
+def conversation_chars(messages: list[dict]) -> int:
+    from gyre.harness.reference import MAIN_SYSTEM
+
+    return sum(len(json.dumps(message, ensure_ascii=False)) for message in [{"role": "system", "content": MAIN_SYSTEM},
+                                                                            *messages])
+
+
+def instruction_message(text: str) -> dict:
+    return {"role": "user", "content": "Task:\n" + text}
+
+
+def assistant(*calls: dict) -> dict:
+    return {"role": "assistant", "content": "", "tool_calls": [
+        {"id": "call_" + "0" * 24, "type": "function",
+         "function": {"name": call["name"], "arguments": json.dumps(call["arguments"], ensure_ascii=False)}}
+        for call in calls]}
+
+
+def tool(content: str) -> dict:
+    return {"role": "tool", "tool_call_id": "call_" + "0" * 24, "content": content}
+
+
 def check_compaction(task_id: str, out: str, value: str, margin: int = 150) -> None:
     """The demonstrator's conversation must pass CONTEXT_CHARS after the six reports and stay under it after
     the summary (as `gyre.harness.reference` counts it), with a margin: else the harness would summarise at
     another turn than the script does (recording checks the roles; this catches it when the suite is made)."""
-    from gyre.harness.reference import MAIN_SYSTEM
-
-    def chars(messages: list[dict]) -> int:
-        return sum(len(json.dumps(message, ensure_ascii=False)) for message in messages)
-
-    def assistant(*calls: dict) -> dict:
-        return {"role": "assistant", "content": "", "tool_calls": [
-            {"id": "call_" + "0" * 24, "type": "function",
-             "function": {"name": call["name"], "arguments": json.dumps(call["arguments"], ensure_ascii=False)}}
-            for call in calls]}
-
-    def tool(content: str) -> dict:
-        return {"role": "tool", "tool_call_id": "call_" + "0" * 24, "content": content}
-
-    task = {"role": "user", "content": "Task:\n" + SEARCH_INSTRUCTION.format(out=out)}
+    task = instruction_message(SEARCH_INSTRUCTION.format(out=out))
     delegates = [{"name": "delegate", "arguments": {"task": PAGE_TASK.format(index=i)}} for i in range(1, PAGES + 1)]
-    before = chars([{"role": "system", "content": MAIN_SYSTEM}, task, assistant(*delegates),
-                    *[tool(NOT_FOUND.format(index=i)) for i in range(1, PAGES)], tool(FOUND.format(value=value))])
+    before = conversation_chars([task, assistant(*delegates), *[tool(NOT_FOUND.format(index=i)) for i in range(1, PAGES)],
+                                 tool(FOUND.format(value=value))])
     summary = f"{task['content']}\n\nSummary of your work so far:\n{FOUND.format(value=value)}"
-    after = chars([{"role": "system", "content": MAIN_SYSTEM}, {"role": "user", "content": summary},
-                   assistant(write_call(out, value)), tool(f"wrote {len(value)} characters to {out}")])
+    after = conversation_chars([{"role": "user", "content": summary}, assistant(write_call(out, value)),
+                                tool(f"wrote {len(value)} characters to {out}")])
     if not before > CONTEXT_CHARS + margin or not after < CONTEXT_CHARS - margin:
         raise SystemExit(f"{task_id}: the conversation has {before} characters after the reports and {after} after the "
                          f"summary; CONTEXT_CHARS={CONTEXT_CHARS} must lie between them with {margin} to spare")
@@ -293,7 +347,7 @@ def fixed_texts() -> list[str]:
     harness = [reference.MAIN_SYSTEM, reference.SUB_SYSTEM, reference.SUMMARY_PROMPT, reference.EXPLORE_TASK,
                reference.INVALID_REPLY, reference.NO_TOOL_CALL, json.dumps(MAIN_TOOLS), json.dumps(SUB_TOOLS),
                "Task:\n", "\n\nSummary of your work so far:\n", "A helper explored the repository and reported:"]
-    suite = [SEARCH_INSTRUCTION, PAGE_TASK, EMPTY_PAGE, NOT_FOUND, FOUND, CURRENT_LINE, OUTDATED_LINE,
+    suite = [SEARCH_INSTRUCTION, LOOKUP_INSTRUCTION, PAGE_TASK, EMPTY_PAGE, NOT_FOUND, FOUND, CURRENT_LINE, OUTDATED_LINE,
              file_item("", "", ""), "Create the file .", "Create two files:\n1. \n2. ",
              'Copy the content of "" into the new file "". Leave "" as it is.', json.dumps(FINISH),
              "wrote 10 characters to "]
@@ -358,6 +412,8 @@ def make_tasks(split: str, count: int, families: tuple[str, ...], strings: Strin
             tasks.append(make_search(task_id, strings.path(), strings.value(), strings.value(), rng))
         elif family == "write":
             tasks.append(make_write(task_id, strings.path(), strings.value(), strings.value()))
+        elif family == "lookup":
+            tasks.append(make_lookup(task_id, strings.path(), strings.value(), strings.value(), rng))
         elif family == "write2":
             first = (strings.path(), strings.value(), strings.value())
             tasks.append(make_write2(task_id, first, (strings.path(), strings.value(), strings.value())))
@@ -397,9 +453,10 @@ def check_families(flag: str, families: tuple[str, ...]) -> None:
 
 
 def generate(out: Path, counts: dict[str, int], families: tuple[str, ...], words: int, seed: int,
-             drills: int = 0, drill_families: tuple[str, ...] = ("write", "write2", "copy")) -> dict[str, list[Task]]:
-    """Write the suite under ``out`` (train/, dev/, test/, drills/ when ``drills``, rename.json); returns the
-    tasks by split."""
+             drills: int = 0, drill_families: tuple[str, ...] = ("write", "write2", "copy"),
+             lookups: int = 0) -> dict[str, list[Task]]:
+    """Write the suite under ``out`` (train/, dev/, test/, drills/ when ``drills`` or ``lookups``, rename.json);
+    returns the tasks by split."""
     check_families("--families", families)
     if drills:
         check_families("--drill-families", drill_families)
@@ -416,6 +473,10 @@ def generate(out: Path, counts: dict[str, int], families: tuple[str, ...], words
         drill_strings = Strings([*usable[:words], *ANCHOR_WORDS], random.Random(f"{seed}-{DRILLS}"), avoid=held_out_pairs,
                                 reuse=True)
         tasks[DRILLS] = make_tasks("drill", drills, drill_families, drill_strings, random.Random(f"{seed}-{DRILLS}"))
+    if lookups:  # their own pairs and generator too, so the drills above are the same with or without them
+        lookup_rng = random.Random(f"{seed}-{DRILLS}-lookup")
+        lookup_strings = Strings([*usable[:words], *ANCHOR_WORDS], lookup_rng, avoid=held_out_pairs, reuse=True)
+        tasks.setdefault(DRILLS, []).extend(make_tasks("drill", lookups, ("lookup",), lookup_strings, lookup_rng))
     for split in (*SPLITS, DRILLS, "heldout"):  # heldout: the two-split layout this suite had before
         shutil.rmtree(out / split, ignore_errors=True)
     for split, split_tasks in tasks.items():
@@ -439,11 +500,13 @@ def main() -> None:
     parser.add_argument("--families", default="search", help=f"comma-separated, of {','.join(FAMILIES)}")
     parser.add_argument("--drills", type=int, default=576, help="training-only copying tasks for the warm start (0: none)")
     parser.add_argument("--drill-families", default="write,write2,copy", help="comma-separated families of the drills")
+    parser.add_argument("--lookups", type=int, default=192, help="training-only lookup drills (a sub-agent reads a page)")
     parser.add_argument("--words", type=int, default=45, help="how many words names are made of")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     tasks = generate(args.out, {"train": args.train, "dev": args.dev, "test": args.test}, comma_list(args.families),
-                     args.words, args.seed, drills=args.drills, drill_families=comma_list(args.drill_families))
+                     args.words, args.seed, drills=args.drills, drill_families=comma_list(args.drill_families),
+                     lookups=args.lookups)
     print("wrote " + ", ".join(f"{len(found)} {split}" for split, found in tasks.items()) + f" tasks under {args.out}")
 
 

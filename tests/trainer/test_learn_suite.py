@@ -22,6 +22,7 @@ from omegaconf import OmegaConf
 from gyre.envs import Sandbox, load_tasks
 from gyre.harness.config import HarnessConfig
 from gyre.harness.demonstrations import record_demonstrations
+from gyre.models import load_tokenizer
 from gyre.trainer.sft import shared_prompts, short_context
 from gyre.trainer.sft_data import load_records
 from gyre.trainer.warm_start import record_suite_demonstrations
@@ -60,17 +61,19 @@ def same_tree(a: Path, b: Path) -> bool:
 
 def test_the_committed_suite_regenerates_byte_for_byte_and_its_splits_share_no_string(tmp_path):
     make_tasks = make_tasks_module()
-    make_tasks.generate(tmp_path / "tasks", {"train": 288, "dev": 48, "test": 48}, ("search",), 45, 0, drills=576)
+    make_tasks.generate(tmp_path / "tasks", {"train": 288, "dev": 48, "test": 48}, ("search",), 45, 0, drills=576,
+                        lookups=192)
     assert same_tree(tmp_path / "tasks", SUITE), "recipes/learn/tasks differs from what make_tasks.py writes"
     strings = {split: strings_of(SUITE / split) for split in ("train", "dev", "test", "drills")}
     assert min(len(found) for found in strings.values()) >= 3 * 48  # the output path, the current and the outdated value
     for first, second in (("train", "dev"), ("train", "test"), ("dev", "test"), ("drills", "dev"), ("drills", "test")):
         assert not strings[first] & strings[second], (first, second, sorted(strings[first] & strings[second])[:5])
-    # the drills are the copying families, demonstrated (training only), a third of them with two files
+    # the drills are the copying families, demonstrated (training only), a quarter of them with two files
     drills = sorted((SUITE / "drills").iterdir())
-    assert Counter(task.name.split("-")[1] for task in drills) == {"write": 192, "write2": 192, "copy": 192}
+    assert Counter(task.name.split("-")[1] for task in drills) == {"write": 192, "write2": 192, "copy": 192, "lookup": 192}
     assert all((task / "demonstrations.jsonl").is_file() for task in drills)
-    distinct = {"write": 3, "write2": 6, "copy": 2}  # copy names its source twice, its content is in the file
+    # copy names its source twice, its content is in the file; lookup names the new file (the values are on its page)
+    distinct = {"write": 3, "write2": 6, "copy": 2, "lookup": 1}
     for task in drills:  # more drills than unused pairs: pairs come back, but never twice in one task
         names = re.findall(r'"([a-z]+[_-][a-z]+(?:\.txt)?)"', (task / "start.md").read_text())
         assert len(set(names)) == distinct[task.name.split("-")[1]], (task.name, names)
@@ -80,10 +83,14 @@ def test_the_committed_suite_regenerates_byte_for_byte_and_its_splits_share_no_s
     anchored = {split: {s for s in strings[split] if set(re.split(r"[_.-]", s)) & anchors} for split in strings}
     assert len(anchored["drills"]) >= 50 and not anchors & set(rename["words"])
     assert not anchored["train"] | anchored["dev"] | anchored["test"]
-    # the splits do not depend on whether drills are made
+    # the splits do not depend on whether drills are made, nor the other drills on whether lookups are
     make_tasks.generate(tmp_path / "plain", {"train": 288, "dev": 48, "test": 48}, ("search",), 45, 0)
     assert not (tmp_path / "plain" / "drills").exists()
     assert all(same_tree(tmp_path / "plain" / split, SUITE / split) for split in ("train", "dev", "test"))
+    make_tasks.generate(tmp_path / "no_lookups", {"train": 0, "dev": 48, "test": 48}, ("search",), 45, 0, drills=576)
+    assert sorted(path.name for path in (tmp_path / "no_lookups" / "drills").iterdir()) == sorted(
+        task.name for task in drills if "-lookup-" not in task.name)
+    assert all(same_tree(tmp_path / "no_lookups" / "drills" / task.name, task) for task in drills if "-lookup-" not in task.name)
     # the harness summarises where the demonstrator's script does
     assert RECIPE["harness"]["reference"]["context_chars"] == make_tasks.CONTEXT_CHARS
 
@@ -100,7 +107,8 @@ def test_a_suite_whose_words_run_out_is_refused(tmp_path):
 def test_the_warm_start_demonstrates_the_drills_beside_the_training_tasks(tmp_path):
     """``warm_start.also_demonstrate``: one recording of both folders' tasks through the proxy; folders that share
     a task id are refused before anything runs."""
-    make_tasks_module().generate(tmp_path / "suite", {"train": 2, "dev": 0, "test": 0}, ("search",), 45, 0, drills=2)
+    make_tasks_module().generate(tmp_path / "suite", {"train": 2, "dev": 0, "test": 0}, ("search",), 45, 0, drills=2,
+                                 lookups=2)
     cfg = OmegaConf.create({"env": {"domain": "nl2repo", "path": str(tmp_path / "suite" / "train")}, "seed": 0,
                             "harness": {**RECIPE["harness"], "progress": False, "concurrency": 4}})
     data = record_suite_demonstrations(cfg, "tiny", 1, tmp_path / "demos", also=[str(tmp_path / "suite" / "drills")])
@@ -108,8 +116,16 @@ def test_the_warm_start_demonstrates_the_drills_beside_the_training_tasks(tmp_pa
     tasks = sorted(f"demo-{task.name}" for split in ("drills", "train") for task in (tmp_path / "suite" / split).iterdir())
     assert demonstrated == tasks
     # a drill is one conversation with a write call per file it names
-    drill = next(example for example in data.examples if "-drill-" in example.execution_id)
+    drill = next(example for example in data.examples if "-drill-write" in example.execution_id)
     assert {call.agent for call in drill.calls} == {"main"}
+    tokenizer = load_tokenizer("tiny")
+    # a lookup drill delegates its page: a sub-agent reads it and reports, the main agent writes what it reported
+    for lookup in (example for example in data.examples if "-drill-lookup-" in example.execution_id):
+        assert [call.agent for call in lookup.calls] == ["main", "sub", "sub", "main", "main"]
+        assert build_tree(lookup.calls, lookup.execution_id).num_paths == 2  # the main conversation and the sub-agent's
+        report, write = (tokenizer.decode(list(lookup.calls[i].response_ids)) for i in (2, 3))
+        reported = re.search(r'The current value is \\"([a-z]+-[a-z]+)\\"', report).group(1)
+        assert f'"content": "{reported}"' in write, (report, write)
 
     # The same request again (`gyre.sft ... sft.resume=true`) reads the finished recording back: nothing is
     # recorded twice into the same folder (every execution's folder would be taken)
