@@ -4,7 +4,8 @@ Standard library only: this module runs inside the harness process (already in t
 import is paid for at each execution's start. A tool never raises on bad input from the model; it
 returns an error text the model can read, because a wrong tool call is the policy's mistake and belongs
 in its trajectory. Only *unusable* calls (unknown tool, arguments that are not a JSON object, a missing
-required argument) are reported by `check_call` so the agent can retry the turn instead.
+required argument, an argument the tool does not take) are reported by `check_call` so the agent can retry the
+turn instead.
 """
 
 from __future__ import annotations
@@ -89,6 +90,10 @@ def check_call(call_id: str, name: str, raw_arguments: str | None, tools: list[d
     missing = [key for key in schema["required"] if key not in arguments]
     if missing:
         raise InvalidCall(f"tool {name!r}: missing required argument(s) {missing}")
+    # (a policy under RL writes these: `read_file` with a `content`; passed on, the tool would raise TypeError)
+    unknown = sorted(set(arguments) - set(schema["properties"]))
+    if unknown:
+        raise InvalidCall(f"tool {name!r}: unknown argument(s) {unknown}; it takes {sorted(schema['properties'])}")
     for key, spec in schema["properties"].items():
         if key in arguments and arguments[key] is not None:
             wanted = str if spec["type"] == "string" else int

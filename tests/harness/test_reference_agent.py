@@ -41,6 +41,7 @@ def test_check_call_names_the_problem() -> None:
         ("bash", "[1]"): "must be a JSON object",
         ("write_file", '{"path": "a"}'): "missing required argument(s) ['content']",
         ("read_file", '{"path": "a", "start_line": "1"}'): "'start_line' must be a integer",
+        ("read_file", '{"path": "a", "content": "b"}'): "unknown argument(s) ['content']; it takes ['end_line', 'path', 'start_line']",
     }
     for (name, arguments), message in cases.items():
         with pytest.raises(InvalidCall, match=message.replace("(", r"\(").replace(")", r"\)").replace("[", r"\[").replace("]", r"\]")):
@@ -142,6 +143,26 @@ def test_parallel_delegation_without_exploration_offers_sub_agents_only_their_to
     assert agent.stats.sub_agents == 2 and agent.stats.retries == 1
     with pytest.raises(ValueError, match="must include report"):
         Agent("x", tmp_path, Settings(sub_tools=("read_file",)), model=model)  # type: ignore[arg-type]
+
+
+def test_a_call_with_an_argument_its_tool_does_not_take_is_retried_not_a_crash(tmp_path) -> None:
+    """Seen under RL: a sub-agent's ``read_file`` with a ``content`` argument raised TypeError in the tool and ended
+    the execution as crashed. It is an unusable call now: the turn is retried, then answered with the problem."""
+    (tmp_path / "page.txt").write_text("value")
+    model = ScriptedModel([
+        ("", [("delegate", {"task": "read page.txt"})]),
+        ("", [("read_file", {"path": "page.txt", "content": "x"})]),  # the sub-agent's bad call ...
+        ("", [("read_file", {"path": "page.txt", "content": "x"})]),  # ... again on the retry: answered with the error
+        ("", [("report", {"report": "value"})]),
+        ("", [("write_file", {"path": "out.txt", "content": "value", "mode": "w"})]),  # the main agent's, then ...
+        ("", [("write_file", {"path": "out.txt", "content": "value"})]),  # ... retried: valid
+        ("", [("finish", {"summary": "done"})]),
+    ])  # fmt: skip
+    settings = Settings(max_turns=3, max_retries=1, explore=False, sub_max_turns=2, sub_tools=("read_file", "report"))
+    agent = Agent("x", tmp_path, settings, model=model)  # type: ignore[arg-type]
+    assert agent.run() == EXIT_FINISHED
+    assert (tmp_path / "out.txt").read_text() == "value"
+    assert agent.stats.retries == 2 and agent.stats.invalid_turns == 1
 
 
 def test_agent_tells_the_model_about_invalid_replies_and_stops_at_max_turns(tmp_path) -> None:
