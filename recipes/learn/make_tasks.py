@@ -103,6 +103,7 @@ ANCHOR_WORDS = ("file",)
 # conf/recipe/learn.yaml (tested): the demonstrator's conversation passes it once, after the six reports.
 PAGES = 6
 CONTEXT_CHARS = 1600
+COMPACTION_MARGIN = 150  # characters the demonstrator's conversation keeps from CONTEXT_CHARS on either side
 OUTDATED_REPORT_PROBABILITY = 0.6  # the demonstrator's sub-agent reports the outdated value
 NO_WRITE_PROBABILITY = 0.25  # the demonstrator finishes after the summary without writing the file
 # The other families.
@@ -171,12 +172,22 @@ def sub(reply: dict) -> dict:
     return {"agent": "sub", **reply}
 
 
+def page_text(new: str, old: str, rng: random.Random) -> str:
+    """The page holding the value, in `search` and `lookup` alike: the current and the outdated line, in either order."""
+    lines = [CURRENT_LINE.format(value=new), OUTDATED_LINE.format(value=old)]
+    rng.shuffle(lines)
+    return "\n".join(lines) + "\n"
+
+
+def report_call(report: str) -> dict:
+    return {"name": "report", "arguments": {"report": report}}
+
+
 def make_search(task_id: str, out: str, new: str, old: str, rng: random.Random) -> Task:
     """Six pages, one holding the current value (and an outdated one, in either order); see the module docstring."""
     found_on = rng.randrange(1, PAGES + 1)
-    lines = [CURRENT_LINE.format(value=new), OUTDATED_LINE.format(value=old)]
-    rng.shuffle(lines)
-    pages = {PAGE_NAME.format(index=i): ("\n".join(lines) + "\n" if i == found_on else EMPTY_PAGE)
+    value_page = page_text(new, old, rng)
+    pages = {PAGE_NAME.format(index=i): (value_page if i == found_on else EMPTY_PAGE)
              for i in range(1, PAGES + 1)}
     delegate = {"tool_calls": [{"name": "delegate", "arguments": {"task": PAGE_TASK.format(index=i)}}
                                for i in range(1, PAGES + 1)]}
@@ -186,7 +197,7 @@ def make_search(task_id: str, out: str, new: str, old: str, rng: random.Random) 
         replies = [delegate]
         for i in range(1, PAGES + 1):
             report = FOUND.format(value=reported) if i == found_on else NOT_FOUND.format(index=i)
-            replies += [sub(read_call(PAGE_NAME.format(index=i))), sub({"name": "report", "arguments": {"report": report}})]
+            replies += [sub(read_call(PAGE_NAME.format(index=i))), sub(report_call(report))]
         replies.append({"agent": "main-summary", "text": FOUND.format(value=reported)})
         for writes, p_write in ((True, 1 - n), (False, n)):
             behaviour = ", ".join(filter(None, (label, "" if writes else "finishes without writing"))) or "expert"
@@ -208,21 +219,19 @@ def make_search(task_id: str, out: str, new: str, old: str, rng: random.Random) 
 def make_lookup(task_id: str, out: str, new: str, old: str, rng: random.Random) -> Task:
     """One page holding the current and the outdated value, handed to a sub-agent; see the module docstring."""
     index = rng.randrange(1, PAGES + 1)
-    lines = [CURRENT_LINE.format(value=new), OUTDATED_LINE.format(value=old)]
-    rng.shuffle(lines)
-    page = PAGE_NAME.format(index=index)
+    page, text = PAGE_NAME.format(index=index), page_text(new, old, rng)
     delegate = {"name": "delegate", "arguments": {"task": PAGE_TASK.format(index=index)}}
     s = STALE_PROBABILITY
     demonstrations = [
         {"behaviour": behaviour, "probability": probability,
-         "calls": [delegate, sub(read_call(page)), sub({"name": "report", "arguments": {"report": FOUND.format(value=value)}}),
+         "calls": [delegate, sub(read_call(page)), sub(report_call(FOUND.format(value=value))),
                    write_call(out, value), FINISH]}
         for value, probability, behaviour in ((new, 1 - s, "expert"), (old, s, "sub-agent reports the outdated value"))
     ]
     instruction = LOOKUP_INSTRUCTION.format(out=out, index=index)
     after_report = conversation_chars([instruction_message(instruction), assistant(delegate),
                                        tool(FOUND.format(value=new)), assistant(write_call(out, new))])
-    if after_report > CONTEXT_CHARS - 150:
+    if after_report > CONTEXT_CHARS - COMPACTION_MARGIN:
         raise SystemExit(f"{task_id}: {after_report} characters before the write call; the harness would summarise "
                          f"(CONTEXT_CHARS={CONTEXT_CHARS})")
     return Task(
@@ -231,7 +240,7 @@ def make_lookup(task_id: str, out: str, new: str, old: str, rng: random.Random) 
         instruction,
         [("file_exists", "exists", out, ""), ("file_content", "equals", out, new)],
         {out: new + "\n"},
-        starting={page: "\n".join(lines) + "\n"},
+        starting={page: text},
         demonstrations=demonstrations,
         names=(out, new, old),
     )
@@ -260,7 +269,7 @@ def tool(content: str) -> dict:
     return {"role": "tool", "tool_call_id": "call_" + "0" * 24, "content": content}
 
 
-def check_compaction(task_id: str, out: str, value: str, margin: int = 150) -> None:
+def check_compaction(task_id: str, out: str, value: str, margin: int = COMPACTION_MARGIN) -> None:
     """The demonstrator's conversation must pass CONTEXT_CHARS after the six reports and stay under it after
     the summary (as `gyre.harness.reference` counts it), with a margin: else the harness would summarise at
     another turn than the script does (recording checks the roles; this catches it when the suite is made)."""
