@@ -18,8 +18,10 @@ The main figures, for each seed, from a clean cache (a fresh ``GYRE_CACHE`` unle
 The test split (``recipes/learn/tasks/test``) is evaluated here only; the recipe validates on ``dev``, the
 split to tune on. Pass rate = share of executions with full credit. Every validation must score all the
 executions it planned (each test task enough times for at least ``--min-executions``: 4 x 48 = 192), else the
-benchmark stops naming it. Pass rates carry Wilson 95% intervals, gains bootstrap 95% intervals over
-executions (``gyre.trainer.intervals``).
+benchmark stops naming it. Pass rates carry Wilson 95% intervals (over tasks for the greedy baseline: its
+repeats of a task are copies, so 4 x 48 executions are 48 observations), gains bootstrap 95% intervals over
+tasks, each with all its executions on both sides (paired: both validations ran the same tasks;
+``gyre.trainer.intervals``). Runs already finished in ``--work`` are reused, not run again.
 
 ``--ablation`` (bounded sampling): rl runs with ``trajectory.max_paths`` 5 (the recipe's; reused from
 ``--work`` when the main figures ran there), uncapped (null) and 1: the gain of each and the trainer's
@@ -57,7 +59,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from gyre.trainer.intervals import IncompleteValidation, bootstrap_difference, check_complete, wilson  # noqa: E402
+from gyre.trainer.intervals import IncompleteValidation, bootstrap_paired_by_task, check_complete, pass_rate_interval  # noqa: E402
 
 TEST = "recipes/learn/tasks/test"
 TARGETS = {"median_gain": 0.25, "every_seed_gain": 0.15, "control_gain_below": 0.1, "mean_paths": 2.0,
@@ -70,10 +72,15 @@ def recipe() -> dict:
     return yaml.safe_load((ROOT / "conf/recipe/learn.yaml").read_text())
 
 
+def job_overrides(run_dir: Path, seed: int, steps: int, extra: list[str]) -> list[str]:
+    """The Hydra overrides of one benchmark run (as its ``.hydra/overrides.yaml`` records them)."""
+    return ["+recipe=learn", f"seed={seed}", f"run_dir={run_dir}", f"trainer.total_steps={steps}",
+            "harness.progress=false", "tracking.backends=[jsonl]", *extra]
+
+
 def run_job(run_dir: Path, seed: int, steps: int, cache: Path, extra: list[str], log: Path) -> float:
     """One ``gyre.main`` run; returns its wall time. Its output goes to ``log``."""
-    command = [sys.executable, "-m", "gyre.main", "+recipe=learn", f"seed={seed}", f"run_dir={run_dir}",
-               f"trainer.total_steps={steps}", "harness.progress=false", "tracking.backends=[jsonl]", *extra]
+    command = [sys.executable, "-m", "gyre.main", *job_overrides(run_dir, seed, steps, extra)]
     print(f"  {run_dir.name}: {' '.join(command[3:])}", flush=True)
     started = time.perf_counter()
     with log.open("w") as handle:
@@ -88,9 +95,10 @@ def metrics(run_dir: Path) -> list[dict]:
     return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if line.strip()]
 
 
-def validations(run_dir: Path, minimum: int) -> dict[int, dict]:
-    """The run's validations by step, each checked: every planned execution scored, at least ``minimum``."""
-    found = {int(row["val/step"]): row for row in metrics(run_dir) if "val/pass_rate" in row}
+def validations(run_dir: Path, minimum: int, tasks: int | None = None) -> dict[int, dict]:
+    """The run's validations by step, each checked: every planned execution scored, at least ``minimum``.
+    ``tasks``: how many tasks the validated split holds (noted in each row as ``val/tasks``)."""
+    found = {int(row["val/step"]): {**row, "val/tasks": tasks} for row in metrics(run_dir) if "val/pass_rate" in row}
     for row in found.values():
         check_complete(row, str(run_dir))
         if row["val/planned"] < minimum:
@@ -103,18 +111,36 @@ def passes(row: dict) -> list[float]:
     return [float(reward >= 1.0) for reward in row["val/rewards"]]
 
 
+def task_ids(row: dict) -> list[str]:
+    """The task of each of the row's rewards. A run from before validations logged them: its rewards are in
+    task order, ``val/planned // tasks`` each (complete: `validations` checked it), ``tasks`` from ``val/tasks``
+    where the benchmark noted it."""
+    if "val/task_ids" in row:
+        return row["val/task_ids"]
+    per_task = row["val/planned"] // row["val/tasks"]
+    return [f"task{index // per_task}" for index in range(len(row["val/rewards"]))]
+
+
 def rate(row: dict) -> tuple[float, list[float]]:
-    return row["val/pass_rate"], list(wilson(row["val/passes"], row["val/executions"]))
+    """The pass rate and its Wilson interval (over tasks where each task's repeats are copies: greedy)."""
+    return row["val/pass_rate"], list(pass_rate_interval(row["val/rewards"], task_ids(row)))
 
 
 def gain(after: dict, before: dict, seed: int) -> tuple[float, list[float]]:
-    return after["val/pass_rate"] - before["val/pass_rate"], list(bootstrap_difference(passes(after), passes(before), seed=seed))
+    """after - before on the same tasks, with a bootstrap interval over tasks (paired: `intervals`)."""
+    interval = bootstrap_paired_by_task(passes(after), task_ids(after), passes(before), task_ids(before), seed=seed)
+    return after["val/pass_rate"] - before["val/pass_rate"], list(interval)
 
 
-def finished(run_dir: Path, steps: int, minimum: int) -> bool:
-    """A run of ``--work`` that already has its final validation (reused by --ablation / --schedulers)."""
+def finished(run_dir: Path, steps: int, minimum: int, overrides: list[str]) -> bool:
+    """A run of ``--work`` made with these very ``overrides`` that has its final validation (reused: a
+    benchmark run again in the same ``--work`` runs only what it lacks, and --ablation / --schedulers reuse
+    the main figures' rl run). A run made otherwise (other steps, another override) is run again."""
+    import yaml
+
     try:
-        return max(validations(run_dir, minimum)) == steps
+        made_with = yaml.safe_load((run_dir / ".hydra" / "overrides.yaml").read_text())
+        return made_with == overrides and max(validations(run_dir, minimum)) == steps
     except (OSError, ValueError, IncompleteValidation):
         return False
 
@@ -126,13 +152,18 @@ def training_shape(run_dir: Path) -> dict[str, float]:
             "fwd_bwd_s_per_step": mean("train/fwd_bwd_s"), "tree_tokens_per_step": mean("tokens/tree")}
 
 
-def samples_for(split: str, minimum: int) -> int:
-    """Samples of each task of ``split`` (a folder of task folders) so that it makes at least ``minimum``."""
+def count_tasks(split: str) -> int:
+    """Task folders in ``split``."""
     folder = Path(split) if Path(split).is_absolute() else ROOT / split
     tasks = sum(1 for task in folder.iterdir() if task.is_dir()) if folder.is_dir() else 0
     if tasks == 0:
         raise SystemExit(f"--test {split}: no task folders in {folder}")
-    return max(1, math.ceil(minimum / tasks))
+    return tasks
+
+
+def samples_for(split: str, minimum: int) -> int:
+    """Samples of each task of ``split`` (a folder of task folders) so that it makes at least ``minimum``."""
+    return max(1, math.ceil(minimum / count_tasks(split)))
 
 
 class Seed:
@@ -141,33 +172,37 @@ class Seed:
     def __init__(self, seed: int, steps: int, work: Path, cache: Path, overrides: list[str], minimum: int,
                  test: str = TEST) -> None:
         self.seed, self.steps, self.work, self.cache, self.minimum = seed, steps, work, cache, minimum
+        self.tasks = count_tasks(test)
         # Enough samples of each test task that a validation plans at least ``minimum`` executions (the recipe's
         # own val_samples is for its dev split); an --override of trainer.val_samples still wins.
         self.common = [f"env.val_path={test}", f"trainer.val_samples={samples_for(test, minimum)}", *overrides]
         cells = [o.split("=", 1)[1] for o in overrides if o.startswith("cluster.cells=")]
         self.cells = int(cells[-1]) if cells else 4  # conf/cluster/cpu.yaml
 
-    def run(self, name: str, steps: int, extra: list[str]) -> float:
-        return run_job(self.work / name, self.seed, steps, self.cache, [*self.common, *extra], self.work / f"{name}.log")
+    def run(self, name: str, steps: int, extra: list[str]) -> tuple[dict, float]:
+        """The validations of run ``name`` and the seconds it took; reused, with the seconds it took then,
+        where ``work`` holds it finished (its last validation at ``steps``)."""
+        run_dir, seconds_file = self.work / name, self.work / f"{name}.seconds"
+        if finished(run_dir, steps, self.minimum, job_overrides(run_dir, self.seed, steps, [*self.common, *extra])):
+            print(f"  {name}: reusing {run_dir}", flush=True)
+            seconds = float(seconds_file.read_text()) if seconds_file.is_file() else float("nan")
+        else:
+            seconds = run_job(run_dir, self.seed, steps, self.cache, [*self.common, *extra], self.work / f"{name}.log")
+            seconds_file.write_text(f"{seconds:.1f}\n")
+        return validations(run_dir, self.minimum, self.tasks), seconds
 
     def rl(self, name: str = "rl", extra: list[str] = ()) -> tuple[dict, float]:
-        """An RL run validated before its first step and after its last; reused when ``work`` holds it finished."""
-        seconds = 0.0
-        if not finished(self.work / name, self.steps, self.minimum):
-            seconds = self.run(name, self.steps, [f"trainer.val_every={self.steps}", *extra])
-        else:
-            print(f"  {name}: reusing {self.work / name}", flush=True)
-        return validations(self.work / name, self.minimum), seconds
+        """An RL run validated before its first step and after its last."""
+        return self.run(name, self.steps, [f"trainer.val_every={self.steps}", *extra])
 
     def main(self) -> dict:
         started = time.perf_counter()
-        greedy_s = self.run("greedy", 0, ["trainer.val_every=1", "harness.temperature=0"])
+        greedy, greedy_s = self.run("greedy", 0, ["trainer.val_every=1", "harness.temperature=0"])
         warm_start_s = json.loads((self.work / "greedy" / "warm_start.json").read_text())["built_s"]
-        greedy = validations(self.work / "greedy", self.minimum)[0]
+        greedy = greedy[0]
         rl, rl_s = self.rl()
-        control_s = self.run("control", self.steps, [f"trainer.val_every={self.steps}", "trainer.val_at_start=false",
-                                                     "trajectory.shuffle_rewards=true"])
-        control = validations(self.work / "control", self.minimum)
+        control, control_s = self.run("control", self.steps, [f"trainer.val_every={self.steps}", "trainer.val_at_start=false",
+                                                              "trajectory.shuffle_rewards=true"])
         before, after, control_after = rl[0], rl[self.steps], control[self.steps]
         result: dict = {"seed": self.seed, "steps": self.steps, "executions_per_validation": before["val/executions"]}
         result["test_pass_rate_before"], result["test_pass_rate_before_ci"] = rate(before)

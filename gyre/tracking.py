@@ -64,7 +64,7 @@ name                               meaning
 ``switch/rollout_to_train_s``, ``switch/train_to_rollout_s``, ``switch/count``  role switches (mean seconds; count)
 ``val/pass_rate``, ``val/score``   held-out tasks (``trainer.val_every``): full-credit share; mean reward
 ``val/pass_rate/<d>``, ``val/score/<d>``, ``val/executions``, ``val/step``, ``val/policy_version``, ``val/call_versions``
-``val/pass_rate_ci``, ``val/passes``, ``val/rewards``  its 95% Wilson interval; full-credit count; each execution's reward
+``val/pass_rate_ci``, ``val/passes``, ``val/rewards``, ``val/task_ids``  95% Wilson interval; full-credit count; each execution's reward and task
 ``val/planned``, ``val/unscorable``  executions the validation started; of them, those it could not score
 ``val/paths_mean``, ``val/shared_token_fraction``  paths per validated execution; tokens its tree computes once
 ``sft/*``                          ``gyre.sft`` only: ``sft/loss``, ``sft/confident_tokens``, ``sft/tokens_per_s``, ...

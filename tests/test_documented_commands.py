@@ -379,6 +379,7 @@ def check_learn(ws: Workspace, output: str) -> None:
         assert row["val/executions"] == row["val/planned"] == 2 and row["val/unscorable"] == 0
         low, high = row["val/pass_rate_ci"]
         assert 0.0 <= low <= row["val/pass_rate"] <= high <= 1.0 and len(row["val/rewards"]) == 2
+        assert len(row["val/task_ids"]) == 2 and len(set(row["val/task_ids"])) == 1  # the one dev task, twice
         assert row["val/paths_mean"] >= 2
     assert validations[0]["val/call_versions"] == [0]  # the "before" figure is the warm start's own
     assert (run / "val_curve.png").stat().st_size > 1000

@@ -20,10 +20,11 @@ if TYPE_CHECKING:
 async def validate(driver: Driver, step: int) -> dict[str, Any]:
     """Every held-out task ``val_samples`` times with the current weights (never trained on); logged as
     ``val/*`` at ``step`` and plotted into ``val_curve.png``. ``val/pass_rate`` counts full credit (with
-    its 95% Wilson interval ``val/pass_rate_ci``), ``val/score`` is the mean reward (partial credit
-    included). ``val/planned`` executions were started and ``val/executions`` scored: a benchmark must
-    not read a pass rate whose denominator shrank (`gyre.trainer.intervals.check_complete`)."""
-    from gyre.trainer.intervals import wilson
+    its 95% Wilson interval ``val/pass_rate_ci``: over tasks where each task's repeats all came out alike,
+    as under greedy decoding), ``val/score`` is the mean reward (partial credit included). ``val/planned``
+    executions were started and ``val/executions`` scored: a benchmark must not read a pass rate whose
+    denominator shrank (`gyre.trainer.intervals.check_complete`)."""
+    from gyre.trainer.intervals import pass_rate_interval
 
     version = driver.cluster.version
     futures = [driver.pool.submit(task, group=f"val-{step}", sample_index=index)
@@ -32,12 +33,14 @@ async def validate(driver: Driver, step: int) -> dict[str, Any]:
     executions = [e for e in everything if is_scorable(e)]
     rewards = np.asarray([e.reward for e in executions], dtype=float)
     passes = int((rewards >= 1.0).sum())
+    task_ids = [e.task_id for e in executions]
     metrics: dict[str, Any] = {
         "val/pass_rate": float((rewards >= 1.0).mean()) if rewards.size else float("nan"),
-        "val/pass_rate_ci": list(wilson(passes, rewards.size)) if rewards.size else [float("nan")] * 2,
+        "val/pass_rate_ci": list(pass_rate_interval(rewards, task_ids)) if rewards.size else [float("nan")] * 2,
         "val/passes": passes,
         "val/score": float(rewards.mean()) if rewards.size else float("nan"),
         "val/rewards": [float(r) for r in rewards],  # per execution, for intervals of differences
+        "val/task_ids": task_ids,  # the task of each reward: repeats of a task are not independent draws
         "val/planned": len(futures),
         "val/unscorable": len(everything) - len(executions),
         "val/executions": len(executions),

@@ -11,7 +11,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gyre.trainer.intervals import IncompleteValidation, bootstrap_difference, check_complete, wilson
+from gyre.trainer.intervals import (
+    IncompleteValidation,
+    bootstrap_paired_by_task,
+    check_complete,
+    pass_rate_interval,
+    wilson,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -40,20 +46,57 @@ def test_wilson_matches_the_textbook_values_and_stays_inside_zero_one():
         wilson(11, 10)
 
 
-def test_bootstrap_difference_is_reproducible_and_covers_the_true_gain():
+def validation(rng: np.random.Generator, rates: np.ndarray, samples: int) -> tuple[np.ndarray, list[str]]:
+    """``samples`` executions of each task, task ``t`` passing with probability ``rates[t]``, in task order."""
+    passed = (rng.random((rates.size, samples)) < rates[:, None]).astype(float).ravel()
+    return passed, [f"t{index // samples}" for index in range(passed.size)]
+
+
+def test_the_paired_task_bootstrap_is_reproducible_and_covers_the_true_gain():
+    """48 tasks of unequal difficulty, 4 executions each, drawn afresh from a population in every trial:
+    the interval covers the population's gain (+0.2) about 95% of the time, and is no narrower than the
+    spread between task sets allows."""
     rng = np.random.default_rng(0)
-    covered = 0
+    covered, widths = 0, []
     for trial in range(40):
-        before = (rng.random(192) < 0.3).astype(float)
-        after = (rng.random(192) < 0.55).astype(float)
-        low, high = bootstrap_difference(after, before, resamples=2000, seed=trial)
+        difficulty = rng.uniform(0.0, 0.6, 48)  # each task's pass rate before; RL adds 0.2 to every task
+        before, tasks = validation(rng, difficulty, 4)
+        after, _ = validation(rng, difficulty + 0.2, 4)
+        low, high = bootstrap_paired_by_task(after, tasks, before, tasks, resamples=2000, seed=trial)
         assert low < after.mean() - before.mean() < high
-        covered += low <= 0.25 <= high
-        assert 0.15 < high - low < 0.22  # about +/- 0.09 at these rates
-    assert covered >= 34  # a 95% interval: ~38 of 40 expected
-    assert bootstrap_difference([1, 0, 1], [0, 0, 1], seed=3) == bootstrap_difference([1, 0, 1], [0, 0, 1], seed=3)
-    with pytest.raises(ValueError, match="both sides"):
-        bootstrap_difference([], [1.0])
+        covered += low <= 0.2 <= high
+        widths.append(high - low)
+    assert covered >= 34, covered  # a 95% interval: ~38 of 40 expected
+    assert 0.12 < np.median(widths) < 0.22, np.median(widths)
+    assert bootstrap_paired_by_task([1, 0], ["a", "b"], [0, 0], ["a", "b"], seed=3) == bootstrap_paired_by_task(
+        [1, 0], ["a", "b"], [0, 0], ["a", "b"], seed=3)
+
+
+def test_the_paired_task_bootstrap_sees_the_spread_between_tasks():
+    """Half the tasks always pass, half never, on both sides: no gain and no doubt about the executions
+    (every one is certain), but which tasks a set holds moves both sides together; pairing cancels that, so
+    the interval is exactly zero width. Tasks that gain unevenly widen it."""
+    tasks = [f"t{i // 4}" for i in range(192)]
+    fixed = [float(i // 4 < 24) for i in range(192)]
+    assert bootstrap_paired_by_task(fixed, tasks, fixed, tasks, resamples=500) == (0.0, 0.0)
+    uneven = [float(i // 4 < 36) for i in range(192)]  # 12 tasks went from never to always
+    low, high = bootstrap_paired_by_task(uneven, tasks, fixed, tasks, resamples=2000)
+    assert low < 0.25 < high and 0.1 < high - low < 0.3  # 12 of 48 tasks: a task-level count, not 48 executions
+    with pytest.raises(ValueError, match="same tasks on both sides: 2 tasks are on one side only"):
+        bootstrap_paired_by_task([1.0], ["a"], [1.0], ["b"])
+
+
+def test_greedy_copies_count_once_in_a_pass_rate_interval():
+    """Greedy decoding repeats an execution: 4 copies of 48 tasks are 48 observations, and the interval
+    says so; at temperature 1 (a task's repeats differ) it is over the executions."""
+    tasks = [f"t{i // 4}" for i in range(192)]
+    greedy = [float(i // 4 < 24) for i in range(192)]
+    assert pass_rate_interval(greedy, tasks) == wilson(24, 48)
+    assert pass_rate_interval(greedy) == wilson(96, 192)  # without the tasks: every execution counts
+    sampled = [float(i % 2) for i in range(192)]  # each task passed 2 of its 4
+    assert pass_rate_interval(sampled, tasks) == wilson(96, 192)
+    once = [f"t{i}" for i in range(48)]  # one execution per task: nothing to collapse
+    assert pass_rate_interval(greedy[::4], once) == wilson(24, 48)
 
 
 def test_a_validation_that_scored_fewer_executions_than_planned_is_refused():
@@ -76,10 +119,23 @@ def test_the_learning_benchmark_stops_on_a_short_or_small_validation(tmp_path):
         (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
 
     write({**row, "val/step": 0}, {"reward/mean": 0.4, "step": 1}, {**row, "val/step": 16})
-    found = learning.validations(run, minimum=192)
+    found = learning.validations(run, minimum=192, tasks=48)
     assert sorted(found) == [0, 16]
     gain, (low, high) = learning.gain(found[16], found[0], seed=0)
-    assert gain == 0.0 and low < 0 < high
+    assert gain == 0.0 and low == high == 0.0  # the same tasks passed: paired by task, nothing moved
+    # a run from before validations logged their tasks: its rewards are in task order, 4 a task
+    assert learning.task_ids(found[0])[:5] == ["task0"] * 4 + ["task1"]
+    assert learning.rate(found[0])[1] == list(wilson(24, 48))  # each task's 4 agree: the copies count once
+    # a finished run is reused only if it was made with the very overrides the benchmark would pass
+    (run / ".hydra").mkdir()
+    made = learning.job_overrides(run, 0, 16, ["trainer.val_every=16"])
+    (run / ".hydra" / "overrides.yaml").write_text("".join(f"- {o}\n" for o in made))
+    assert learning.finished(run, 16, 192, made)
+    assert not learning.finished(run, 16, 192, learning.job_overrides(run, 0, 16, ["trainer.val_every=16", "trainer.lr=1e-4"]))
+    assert not learning.finished(run, 48, 192, learning.job_overrides(run, 0, 48, ["trainer.val_every=16"]))
+    tasks = [f"t{i % 48}" for i in range(192)]  # the same passes spread over the tasks: 2 of each task's 4
+    write({**row, "val/step": 0, "val/task_ids": tasks})
+    assert learning.rate(learning.validations(run, minimum=192)[0])[1] == list(wilson(96, 192))
     write({**row, "val/step": 0}, {**row, "val/step": 16, "val/executions": 191, "val/unscorable": 1,
                                     "val/rewards": row["val/rewards"][:-1]})
     with pytest.raises(IncompleteValidation, match="scored 191 of the 192"):
