@@ -14,6 +14,8 @@ The main figures, for each seed, from a clean cache (a fresh ``GYRE_CACHE`` unle
    before the first step (the warm start at temperature 1: the "before" figure) and after the last.
 3. **control**: the same from the same warm start with rewards shuffled across each step's executions (no
    signal), validated after its last step (its "before" is the rl run's: the same checkpoint).
+4. **greedy_after_rl**: the rl run's last checkpoint validated at temperature 0 (``~warm_start``, no step):
+   whether RL improved the agent one would deploy, not only its samples at temperature 1.
 
 The test split (``recipes/learn/tasks/test``) is evaluated here only; the recipe validates on ``dev``, the
 split to tune on. Pass rate = share of executions with full credit. Every validation must score all the
@@ -33,9 +35,10 @@ not moved by the rollouts sharing the cores). ``--schedulers``: rl runs under ``
 JSON keys (the first seed's, plus ``<key>_seeds`` lists, medians and minima when several seeds run):
 ``test_pass_rate_before``/``_after`` (and ``_ci``), ``gain`` (``gain_ci``), ``greedy_warm_start_pass_rate``
 (``_ci``), ``gain_over_greedy`` (``_ci``: after RL at temperature 1 against the warm start greedy),
+``greedy_pass_rate_after_rl`` (``_ci``) and ``greedy_gain`` (``_ci``: greedy after RL against greedy before),
 ``control_pass_rate_after`` (``_ci``), ``control_gain`` (``_ci``), ``mean_paths_per_execution`` and
 ``shared_token_fraction`` (the rl run's training executions, before the cap), ``executions_per_validation``,
-``steps``, ``wall_s`` (the seed's three runs), ``warm_start_s`` (building it), ``greedy_s``, ``rl_s``,
+``steps``, ``wall_s`` (the seed's runs), ``warm_start_s`` (building it), ``greedy_s``, ``rl_s``,
 ``control_s``; kept from before: ``val_pass_rate_before``/``_after``, ``control_pass_rate_before`` (the
 same figures). Ablation: ``gain_max_paths_5``, ``gain_uncapped``, ``gain_max_paths_1`` (``_ci``),
 ``fwd_bwd_s_per_step_*``, ``fwd_bwd_s_ratio_5_vs_uncapped`` (replayed), ``fwd_bwd_s_ratio_5_vs_uncapped_in_run``,
@@ -179,15 +182,17 @@ class Seed:
         cells = [o.split("=", 1)[1] for o in overrides if o.startswith("cluster.cells=")]
         self.cells = int(cells[-1]) if cells else 4  # conf/cluster/cpu.yaml
 
-    def run(self, name: str, steps: int, extra: list[str]) -> tuple[dict, float]:
+    def run(self, name: str, steps: int, extra: list[str], warm_start: bool = True) -> tuple[dict, float]:
         """The validations of run ``name`` and the seconds it took; reused, with the seconds it took then,
-        where ``work`` holds it finished (its last validation at ``steps``)."""
+        where ``work`` holds it finished (its last validation at ``steps``). ``warm_start=False``: a run of
+        a given model (``~warm_start``), without the warm start's overrides (the config has no such key)."""
+        common = self.common if warm_start else [o for o in self.common if not o.startswith("warm_start.")] + ["~warm_start"]
         run_dir, seconds_file = self.work / name, self.work / f"{name}.seconds"
-        if finished(run_dir, steps, self.minimum, job_overrides(run_dir, self.seed, steps, [*self.common, *extra])):
+        if finished(run_dir, steps, self.minimum, job_overrides(run_dir, self.seed, steps, [*common, *extra])):
             print(f"  {name}: reusing {run_dir}", flush=True)
             seconds = float(seconds_file.read_text()) if seconds_file.is_file() else float("nan")
         else:
-            seconds = run_job(run_dir, self.seed, steps, self.cache, [*self.common, *extra], self.work / f"{name}.log")
+            seconds = run_job(run_dir, self.seed, steps, self.cache, [*common, *extra], self.work / f"{name}.log")
             seconds_file.write_text(f"{seconds:.1f}\n")
         return validations(run_dir, self.minimum, self.tasks), seconds
 
@@ -203,6 +208,10 @@ class Seed:
         rl, rl_s = self.rl()
         control, control_s = self.run("control", self.steps, [f"trainer.val_every={self.steps}", "trainer.val_at_start=false",
                                                               "trajectory.shuffle_rewards=true"])
+        final = self.work / "rl" / "checkpoints" / "latest"
+        greedy_after, greedy_after_s = self.run("greedy_after_rl", 0, [f"model.path={final.resolve()}", "trainer.val_every=1",
+                                                                     "harness.temperature=0"], warm_start=False)
+        greedy_after = greedy_after[0]
         before, after, control_after = rl[0], rl[self.steps], control[self.steps]
         result: dict = {"seed": self.seed, "steps": self.steps, "executions_per_validation": before["val/executions"]}
         result["test_pass_rate_before"], result["test_pass_rate_before_ci"] = rate(before)
@@ -210,6 +219,8 @@ class Seed:
         result["gain"], result["gain_ci"] = gain(after, before, self.seed)
         result["greedy_warm_start_pass_rate"], result["greedy_warm_start_pass_rate_ci"] = rate(greedy)
         result["gain_over_greedy"], result["gain_over_greedy_ci"] = gain(after, greedy, self.seed)
+        result["greedy_pass_rate_after_rl"], result["greedy_pass_rate_after_rl_ci"] = rate(greedy_after)
+        result["greedy_gain"], result["greedy_gain_ci"] = gain(greedy_after, greedy, self.seed)
         result["control_pass_rate_after"], result["control_pass_rate_after_ci"] = rate(control_after)
         result["control_gain"], result["control_gain_ci"] = gain(control_after, before, self.seed)
         shape = training_shape(self.work / "rl")
@@ -218,10 +229,10 @@ class Seed:
         result.update(val_pass_rate_before=result["test_pass_rate_before"], val_pass_rate_after=result["test_pass_rate_after"],
                       control_pass_rate_before=result["test_pass_rate_before"])
         result.update(warm_start_s=warm_start_s, greedy_s=greedy_s, rl_s=rl_s, control_s=control_s,
-                      wall_s=time.perf_counter() - started)
+                      greedy_after_rl_s=greedy_after_s, wall_s=time.perf_counter() - started)
         result["curve"] = {"rl": {step: row["val/pass_rate"] for step, row in rl.items()},
                            "control": {0: before["val/pass_rate"], self.steps: control_after["val/pass_rate"]},
-                           "greedy": {0: greedy["val/pass_rate"]}}
+                           "greedy": {0: greedy["val/pass_rate"], self.steps: greedy_after["val/pass_rate"]}}
         return result
 
     def ablation(self, replay_batches: int, replay_rounds: int) -> dict:
@@ -359,8 +370,9 @@ def plot(results: list[dict], path: Path, mode: str) -> None:
             low, high = result["test_pass_rate_after_ci"]
             ax.errorbar([result["steps"]], [result["test_pass_rate_after"]], yerr=[[result["test_pass_rate_after"] - low],
                         [high - result["test_pass_rate_after"]]], color=colour, capsize=3)
-            ax.plot([0], [result["greedy_warm_start_pass_rate"]], "*", color=colour, markersize=10,
-                    label=f"warm start greedy, seed {result['seed']}")
+            curve = result["curve"]["greedy"]
+            ax.plot(list(curve), list(curve.values()), ":*", color=colour, markersize=10,
+                    label=f"greedy (temperature 0), seed {result['seed']}")
         ax.set_xlabel("RL step")
         ax.set_title("learn suite (search family): test pass rate, 95% intervals at the end")
     else:
@@ -418,7 +430,8 @@ def main() -> None:
             result = runs.main()
             print(f"seed {seed}: test pass rate {result['test_pass_rate_before']:.3f} -> {result['test_pass_rate_after']:.3f} "
                   f"(gain {result['gain']:+.3f} [{result['gain_ci'][0]:+.3f}, {result['gain_ci'][1]:+.3f}]); greedy warm start "
-                  f"{result['greedy_warm_start_pass_rate']:.3f}; control {result['control_gain']:+.3f}; paths/execution "
+                  f"{result['greedy_warm_start_pass_rate']:.3f} -> {result['greedy_pass_rate_after_rl']:.3f} after RL; "
+                  f"control {result['control_gain']:+.3f}; paths/execution "
                   f"{result['mean_paths_per_execution']:.2f}; {result['wall_s']:.0f} s", flush=True)
         elif mode == "ablation":
             result = runs.ablation(args.replay_steps, args.replay_rounds)

@@ -404,9 +404,14 @@ def check_learning_benchmark(ws: Workspace, output: str) -> None:
     samples = [[(c.get("agent"), c["response_ids"]) for c in map(json.loads, f.read_text().splitlines())]
                for f in sorted((work / "greedy" / "records").glob("dev-*.jsonl"))]
     assert len(samples) == 2 and samples[0] == samples[1], len(samples)
+    # greedy after RL: the rl run's last checkpoint, no warm start built or taken
+    made_with = (work / "greedy_after_rl" / ".hydra" / "overrides.yaml").read_text()
+    assert f"model.path={(work / 'rl' / 'checkpoints' / 'step_000001').resolve()}" in made_with, made_with
+    assert not (work / "greedy_after_rl" / "warm_start.json").exists()
     result = json.loads(ws.path("learning.json").read_text())
     for key in ("val_pass_rate_before", "val_pass_rate_after", "control_pass_rate_after", "steps", "wall_s",
                 "test_pass_rate_after_ci", "gain_ci", "greedy_warm_start_pass_rate", "gain_over_greedy",
+                "greedy_pass_rate_after_rl", "greedy_gain_ci",
                 "mean_paths_per_execution", "shared_token_fraction"):
         assert key in result, f"learning.json lacks {key}"
 
