@@ -98,9 +98,10 @@ def metrics(run_dir: Path) -> list[dict]:
     return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if line.strip()]
 
 
-def validations(run_dir: Path, minimum: int, tasks: int | None = None) -> dict[int, dict]:
+def validations(run_dir: Path, minimum: int, tasks: list[str] | None = None) -> dict[int, dict]:
     """The run's validations by step, each checked: every planned execution scored, at least ``minimum``.
-    ``tasks``: how many tasks the validated split holds (noted in each row as ``val/tasks``)."""
+    ``tasks``: the validated split's task ids in the order a validation runs them (noted in each row as
+    ``val/tasks``)."""
     found = {int(row["val/step"]): {**row, "val/tasks": tasks} for row in metrics(run_dir) if "val/pass_rate" in row}
     for row in found.values():
         check_complete(row, str(run_dir))
@@ -116,12 +117,13 @@ def passes(row: dict) -> list[float]:
 
 def task_ids(row: dict) -> list[str]:
     """The task of each of the row's rewards. A run from before validations logged them: its rewards are in
-    task order, ``val/planned // tasks`` each (complete: `validations` checked it), ``tasks`` from ``val/tasks``
-    where the benchmark noted it."""
+    the order of the split's tasks (``val/tasks``, noted by `validations`), ``val/planned / len(tasks)`` each
+    (complete: `validations` checked it)."""
     if "val/task_ids" in row:
         return row["val/task_ids"]
-    per_task = row["val/planned"] // row["val/tasks"]
-    return [f"task{index // per_task}" for index in range(len(row["val/rewards"]))]
+    tasks = row["val/tasks"]
+    per_task = row["val/planned"] // len(tasks)
+    return [tasks[index // per_task] for index in range(len(row["val/rewards"]))]
 
 
 def rate(row: dict) -> tuple[float, list[float]]:
@@ -155,18 +157,20 @@ def training_shape(run_dir: Path) -> dict[str, float]:
             "fwd_bwd_s_per_step": mean("train/fwd_bwd_s"), "tree_tokens_per_step": mean("tokens/tree")}
 
 
-def count_tasks(split: str) -> int:
-    """Task folders in ``split``."""
+def split_tasks(split: str) -> list[str]:
+    """The ids of the tasks in ``split`` (a folder of task folders), in the order a validation runs them."""
+    from gyre.envs.loaders import load_tasks
+
     folder = Path(split) if Path(split).is_absolute() else ROOT / split
-    tasks = sum(1 for task in folder.iterdir() if task.is_dir()) if folder.is_dir() else 0
-    if tasks == 0:
+    tasks = [task.id for task in load_tasks("nl2repo", folder).tasks] if folder.is_dir() else []
+    if not tasks:
         raise SystemExit(f"--test {split}: no task folders in {folder}")
     return tasks
 
 
 def samples_for(split: str, minimum: int) -> int:
-    """Samples of each task of ``split`` (a folder of task folders) so that it makes at least ``minimum``."""
-    return max(1, math.ceil(minimum / count_tasks(split)))
+    """Samples of each task of ``split`` so that it makes at least ``minimum``."""
+    return max(1, math.ceil(minimum / len(split_tasks(split))))
 
 
 class Seed:
@@ -175,7 +179,7 @@ class Seed:
     def __init__(self, seed: int, steps: int, work: Path, cache: Path, overrides: list[str], minimum: int,
                  test: str = TEST) -> None:
         self.seed, self.steps, self.work, self.cache, self.minimum = seed, steps, work, cache, minimum
-        self.tasks = count_tasks(test)
+        self.tasks = split_tasks(test)
         # Enough samples of each test task that a validation plans at least ``minimum`` executions (the recipe's
         # own val_samples is for its dev split); an --override of trainer.val_samples still wins.
         self.common = [f"env.val_path={test}", f"trainer.val_samples={samples_for(test, minimum)}", *overrides]

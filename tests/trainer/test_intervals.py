@@ -119,12 +119,12 @@ def test_the_learning_benchmark_stops_on_a_short_or_small_validation(tmp_path):
         (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
 
     write({**row, "val/step": 0}, {"reward/mean": 0.4, "step": 1}, {**row, "val/step": 16})
-    found = learning.validations(run, minimum=192, tasks=48)
+    found = learning.validations(run, minimum=192, tasks=[f"test-{t:03d}" for t in range(48)])
     assert sorted(found) == [0, 16]
     gain, (low, high) = learning.gain(found[16], found[0], seed=0)
     assert gain == 0.0 and low == high == 0.0  # the same tasks passed: paired by task, nothing moved
     # a run from before validations logged their tasks: its rewards are in task order, 4 a task
-    assert learning.task_ids(found[0])[:5] == ["task0"] * 4 + ["task1"]
+    assert learning.task_ids(found[0])[:5] == ["test-000"] * 4 + ["test-001"]
     assert learning.rate(found[0])[1] == list(wilson(24, 48))  # each task's 4 agree: the copies count once
     # a finished run is reused only if it was made with the very overrides the benchmark would pass
     (run / ".hydra").mkdir()
