@@ -206,16 +206,16 @@ class Seed:
 
     def main(self) -> dict:
         started = time.perf_counter()
-        greedy, greedy_s = self.run("greedy", 0, ["trainer.val_every=1", "harness.temperature=0"])
+        greedy_rows, greedy_s = self.run("greedy", 0, ["trainer.val_every=1", "harness.temperature=0"])
+        greedy = greedy_rows[0]
         warm_start_s = json.loads((self.work / "greedy" / "warm_start.json").read_text())["built_s"]
-        greedy = greedy[0]
         rl, rl_s = self.rl()
         control, control_s = self.run("control", self.steps, [f"trainer.val_every={self.steps}", "trainer.val_at_start=false",
                                                               "trajectory.shuffle_rewards=true"])
         final = self.work / "rl" / "checkpoints" / "latest"
-        greedy_after, greedy_after_s = self.run("greedy_after_rl", 0, [f"model.path={final.resolve()}", "trainer.val_every=1",
-                                                                     "harness.temperature=0"], warm_start=False)
-        greedy_after = greedy_after[0]
+        greedy_after_rows, greedy_after_s = self.run("greedy_after_rl", 0, [f"model.path={final.resolve()}", "trainer.val_every=1",
+                                                                          "harness.temperature=0"], warm_start=False)
+        greedy_after = greedy_after_rows[0]
         before, after, control_after = rl[0], rl[self.steps], control[self.steps]
         result: dict = {"seed": self.seed, "steps": self.steps, "executions_per_validation": before["val/executions"]}
         result["test_pass_rate_before"], result["test_pass_rate_before_ci"] = rate(before)
