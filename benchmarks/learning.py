@@ -157,7 +157,7 @@ def training_shape(run_dir: Path) -> dict[str, float]:
             "fwd_bwd_s_per_step": mean("train/fwd_bwd_s"), "tree_tokens_per_step": mean("tokens/tree")}
 
 
-def split_tasks(split: str) -> list[str]:
+def task_ids_of(split: str) -> list[str]:
     """The ids of the tasks in ``split`` (a folder of task folders), in the order a validation runs them."""
     from gyre.envs.loaders import load_tasks
 
@@ -168,21 +168,17 @@ def split_tasks(split: str) -> list[str]:
     return tasks
 
 
-def samples_for(split: str, minimum: int) -> int:
-    """Samples of each task of ``split`` so that it makes at least ``minimum``."""
-    return max(1, math.ceil(minimum / len(split_tasks(split))))
-
-
 class Seed:
     """The runs of one seed under ``work``, against the test split."""
 
     def __init__(self, seed: int, steps: int, work: Path, cache: Path, overrides: list[str], minimum: int,
                  test: str = TEST) -> None:
         self.seed, self.steps, self.work, self.cache, self.minimum = seed, steps, work, cache, minimum
-        self.tasks = split_tasks(test)
+        self.tasks = task_ids_of(test)
         # Enough samples of each test task that a validation plans at least ``minimum`` executions (the recipe's
         # own val_samples is for its dev split); an --override of trainer.val_samples still wins.
-        self.common = [f"env.val_path={test}", f"trainer.val_samples={samples_for(test, minimum)}", *overrides]
+        samples = max(1, math.ceil(minimum / len(self.tasks)))
+        self.common = [f"env.val_path={test}", f"trainer.val_samples={samples}", *overrides]
         cells = [o.split("=", 1)[1] for o in overrides if o.startswith("cluster.cells=")]
         self.cells = int(cells[-1]) if cells else 4  # conf/cluster/cpu.yaml
 
