@@ -167,7 +167,8 @@ def shared_ray_head():
     log = tempfile.TemporaryFile()  # a file, not a pipe: nothing reads the head's output while it runs
     head = subprocess.Popen(
         [ray_cli, "start", "--head", f"--port={port}", "--node-ip-address=127.0.0.1", "--num-cpus=64",
-         "--include-dashboard=false", "--include-log-monitor=false", "--disable-usage-stats", "--block"],
+         "--include-dashboard=false", "--include-log-monitor=false", "--disable-usage-stats",
+         *agent_port_flags(), "--block"],
         env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
     )
     deadline = time.monotonic() + 60
@@ -197,6 +198,18 @@ def shared_ray_head():
     log.close()
 
 
+def agent_port_flags() -> list[str]:
+    """Ports for the head's dashboard and runtime-env agents, chosen here. Left to Ray (port 0), the raylet
+    waits for each agent to write its port to a file and aborts after a fixed ~15 s (ray-project/ray#65983):
+    on a loaded machine (CI beside other work) the agents' imports take longer, the raylet dies and the head
+    never starts ("The current node timed out during startup"). Given ports, the raylet does not wait."""
+    from gyre.replica.transfer import free_port
+
+    flags = ["--dashboard-agent-grpc-port", "--dashboard-agent-listen-port", "--metrics-export-port",
+             "--runtime-env-agent-port"]
+    return [f"{flag}={free_port()}" for flag in flags]
+
+
 @pytest.fixture(scope="session")
 def tiny_model_path() -> str:
     """Folder of the built-in tiny checkpoint (built once into the cache)."""
@@ -214,11 +227,16 @@ def _ray_down_at_exit():
 
 
 @pytest.fixture(scope="module")
-def ray_session(_ray_down_at_exit):
-    """One local Ray cluster shared by the tests that need actors (started on first use, and again after a
-    test module that needs its own cluster, tests/harness/test_execution_nodes.py, shut it down)."""
+def ray_session(_ray_down_at_exit, shared_ray_head):
+    """Ray for the tests that start actors from the test process: the worker's shared head (connected on first
+    use, and again after a test module that needs its own cluster, tests/harness/test_execution_nodes.py, shut
+    it down), or a local cluster of its own where there is none (``GYRE_TEST_FRESH_RAY=1``)."""
     import ray
 
     if not ray.is_initialized():
-        ray.init(address="local", num_cpus=4, include_dashboard=False, log_to_driver=False, configure_logging=False)
+        if os.environ.get("RAY_ADDRESS"):
+            ray.init(address=os.environ["RAY_ADDRESS"], log_to_driver=False, configure_logging=False)
+        else:
+            ray.init(address="local", num_cpus=4, include_dashboard=False, log_to_driver=False,
+                     configure_logging=False)
     return ray
