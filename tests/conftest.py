@@ -160,6 +160,7 @@ def shared_ray_head():
     from pathlib import Path
 
     from gyre.replica.transfer import free_port
+    from gyre.single_controller.agent_ports import agent_port_flags
 
     port = free_port()
     env = {**os.environ, "RAY_AUTH_MODE": "disabled"}
@@ -168,7 +169,7 @@ def shared_ray_head():
     head = subprocess.Popen(
         [ray_cli, "start", "--head", f"--port={port}", "--node-ip-address=127.0.0.1", "--num-cpus=64",
          "--include-dashboard=false", "--include-log-monitor=false", "--disable-usage-stats",
-         *agent_port_flags(), "--block"],
+         *agent_port_flags(), "--block"],  # agent ports: else a loaded machine can abort the head's start
         env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
     )
     deadline = time.monotonic() + 60
@@ -196,18 +197,6 @@ def shared_ray_head():
     except ProcessLookupError:
         pass
     log.close()
-
-
-def agent_port_flags() -> list[str]:
-    """Ports for the head's dashboard and runtime-env agents, chosen here. Left to Ray (port 0), the raylet
-    waits for each agent to write its port to a file and aborts after a fixed ~15 s (ray-project/ray#65983):
-    on a loaded machine (CI beside other work) the agents' imports take longer, the raylet dies and the head
-    never starts ("The current node timed out during startup"). Given ports, the raylet does not wait."""
-    from gyre.replica.transfer import free_port
-
-    flags = ["--dashboard-agent-grpc-port", "--dashboard-agent-listen-port", "--metrics-export-port",
-             "--runtime-env-agent-port"]
-    return [f"{flag}={free_port()}" for flag in flags]
 
 
 @pytest.fixture(scope="session")

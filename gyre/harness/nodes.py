@@ -300,10 +300,15 @@ class SimulatedNodes:
         import ray
         from ray.cluster_utils import Cluster as RayCluster
 
+        from gyre.single_controller.agent_ports import agent_ports
+
+        self.agent_ports = agent_ports(1 + count)  # else a loaded machine can abort a node's start
+        head_ports, *node_ports = self.agent_ports
         self.cluster = RayCluster(initialize_head=True, head_node_args={
-            "num_cpus": head_cpus if head_cpus is not None else os.cpu_count() or 1, "include_dashboard": False})
-        for _ in range(count):
-            self.cluster.add_node(num_cpus=0, resources={SANDBOX_RESOURCE: slots})
+            "num_cpus": head_cpus if head_cpus is not None else os.cpu_count() or 1, "include_dashboard": False,
+            **head_ports})
+        for ports in node_ports:
+            self.cluster.add_node(num_cpus=0, resources={SANDBOX_RESOURCE: slots}, **ports)
         self.cluster.wait_for_nodes()
         ray.init(address=self.cluster.address, include_dashboard=False, log_to_driver=False,
                  configure_logging=False, runtime_env=runtime_env)

@@ -51,6 +51,17 @@ def slow_start(seconds: float):
     return prepare
 
 
+def test_every_node_runs_its_agents_on_ports_gyre_chose(two_nodes):
+    # Left to Ray, a node's raylet waits ~15 s for its agents to report their ports and aborts on a loaded machine
+    import ray
+
+    alive = [node for node in ray.nodes() if node["Alive"]]
+    assert len(alive) == 3
+    assert sorted(node["MetricsExportPort"] for node in alive) == sorted(p["metrics_export_port"] for p in two_nodes.agent_ports)
+    chosen = [port for ports in two_nodes.agent_ports for port in ports.values()]
+    assert len(set(chosen)) == len(chosen) == 12
+
+
 def test_executions_spread_over_the_nodes_and_score_there(two_nodes, tmp_path):
     tasks = terminal_tasks()[:2]
 
