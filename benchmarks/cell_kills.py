@@ -126,9 +126,8 @@ def satellite_loss_update(model_path: str, kill_after: int = 2) -> dict[str, Any
 
 
 def cells_part(work: Path, runs: int, timeout_s: float = 600) -> dict[str, Any]:
-    import ray
-
     from gyre.models import tiny_path
+    from gyre.single_controller.local_ray import LocalRay
 
     results = [run_with_kills(work / f"cell-kills-{i}", ("cell1", "cell2")[i % 2], timeout_s) for i in range(runs)]
     kills = [kill for result in results for kill in result["kills"]]
@@ -150,11 +149,8 @@ def cells_part(work: Path, runs: int, timeout_s: float = 600) -> dict[str, Any]:
         "cell_kill_failures": [r["tail"] for r in results if r["exit"]],
     }
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-    ray.init(address="local", include_dashboard=False, log_to_driver=False, configure_logging=False)
-    try:
+    with LocalRay():
         exact = satellite_loss_update(str(tiny_path()))
-    finally:
-        ray.shutdown()
     metrics, expected = exact["metrics"], exact["expected"]
     figures.update(update_max_abs_diff_after_satellite_loss=exact["max_abs_diff"],
                    satellite_loss_loss_rel_diff=abs(metrics["loss"] - expected["loss"]) / max(abs(expected["loss"]), 1e-12),

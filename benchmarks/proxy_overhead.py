@@ -277,8 +277,9 @@ async def measure_replicated(sessions: int, rounds: int, new_tokens: int, run_di
 
     from gyre.cells.remote import EngineHost, RemoteEngine
     from gyre.proxy.routing import ReplicatedRouting
+    from gyre.single_controller.local_ray import LocalRay
 
-    ray.init(address="local", include_dashboard=False, log_to_driver=False, configure_logging=False)
+    local = LocalRay()  # (gyre.single_controller.local_ray: a start a loaded machine cannot abort)
     try:
         if engine_kind == "hf":
             actor = ray.remote(EngineHost).options(num_cpus=0, max_concurrency=10_000).remote(
@@ -320,7 +321,7 @@ async def measure_replicated(sessions: int, rounds: int, new_tokens: int, run_di
             for client in clients:
                 await client.close()
     finally:
-        ray.shutdown()
+        local.shutdown()
     out: dict[str, float] = {}
     for side, values in latencies.items():
         ms = np.array(values) * 1e3

@@ -176,10 +176,14 @@ def run(cfg: DictConfig) -> int:
 
             per_node = int(cfg.harness.concurrency * nodes.sandbox_per_execution)
             simulated = SimulatedNodes(nodes.count, per_node, runtime_env=runtime_env)
-        else:
-            # A fresh local instance unless RAY_ADDRESS names a cluster (never a stray one on a shared machine)
-            ray.init(address=os.environ.get("RAY_ADDRESS", "local"), include_dashboard=False, log_to_driver=False,
+        elif os.environ.get("RAY_ADDRESS"):  # the cluster it names
+            ray.init(address=os.environ["RAY_ADDRESS"], include_dashboard=False, log_to_driver=False,
                      configure_logging=False, runtime_env=runtime_env)
+        else:  # a fresh local instance (never a stray one on a shared machine), up until this process exits: the
+            # points of a sweep (one process) share it, as they shared ray.init's
+            from gyre.single_controller.local_ray import LocalRay
+
+            LocalRay(runtime_env=runtime_env)
     server = None
     try:
         sandbox = env.sandbox

@@ -1,0 +1,57 @@
+"""This machine's own Ray instance, for a job (or benchmark) run without a cluster to join.
+
+It is the node ``ray.init(address="local")`` starts (Ray's own defaults: every CPU, Ray's object store size, a
+reaper and kernel fate-sharing so that nothing of it outlives a killed driver) with one difference: its agents'
+ports are chosen here (``agent_ports``), so that a loaded machine cannot abort its start (ray-project/ray#65983:
+the raylet waits a fixed ~15 s for agents left to pick their own ports). ``ray.init`` takes no agent ports, so
+the node is started as ``ray.init`` and ``ray.cluster_utils`` start theirs (``ray._private.node.Node``), and this
+process then joins it.
+"""
+
+from __future__ import annotations
+
+import atexit
+from typing import Any
+
+from gyre.single_controller.agent_ports import agent_ports
+
+
+class LocalRay:
+    """Starts a local Ray node and connects this process to it; ``shutdown()`` (or this process's exit) ends both."""
+
+    def __init__(self, *, num_cpus: int | None = None, runtime_env: dict[str, Any] | None = None) -> None:
+        import ray
+        from ray._private.node import Node
+        from ray._private.parameter import RayParams
+
+        self.agent_ports = agent_ports()[0]
+        # dashboard_port=None as ray.init's: its (minimal) dashboard head tries the next ports when 8265 is taken
+        params = RayParams(num_cpus=num_cpus, include_dashboard=False, dashboard_port=None, **self.agent_ports)
+        # as ray.init's: no SIGTERM handler of Ray's in this process (shutdown_at_exit=False), its processes
+        # stopped at exit (below) or, with this process killed, by the kernel or Ray's reaper (spawn_reaper)
+        self.node = Node(params, head=True, shutdown_at_exit=False, spawn_reaper=True)
+        atexit.register(self.shutdown)
+        try:
+            ray.init(address=self.node.gcs_address, log_to_driver=False, configure_logging=False,
+                     runtime_env=runtime_env)
+        except BaseException:
+            self.shutdown()
+            raise
+
+    @property
+    def address(self) -> str:
+        return self.node.gcs_address
+
+    def shutdown(self) -> None:
+        """Disconnects this process and stops the node's processes (again: nothing)."""
+        import ray
+
+        atexit.unregister(self.shutdown)
+        ray.shutdown()
+        self.node.kill_all_processes(check_alive=False, allow_graceful=True)
+
+    def __enter__(self) -> LocalRay:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.shutdown()
