@@ -295,12 +295,6 @@ def abstract_sockets(limit: int = 20) -> list[str]:
     return sorted(set(names))[:limit]
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def host_addresses() -> list[str]:
     """The host's own non-loopback IPv4 addresses."""
     found = set()
@@ -329,6 +323,7 @@ def probe_part(server: Any, job: Job, work: Path, task: Any) -> dict[str, Any]:
     from gyre.harness import HarnessConfig, ProxyEndpoint
     from gyre.harness.escape_probe import ProbeHarness, results
     from gyre.harness.execution import ExecutionRunner
+    from gyre.single_controller.ports import free_ports
 
     targets, job_ports = host_targets(job.mark, server.port)
     for address in host_addresses():
@@ -344,7 +339,7 @@ def probe_part(server: Any, job: Job, work: Path, task: Any) -> dict[str, Any]:
     other_keys = {}
     for execution_id in ids:  # a live stand-in for each probe's "other execution" key
         other_keys[execution_id] = server.proxy.open_execution(f"{execution_id}-neighbour")
-    listen_ports = [free_port(), free_port()]
+    listen_ports = free_ports(2)
     specs = []
     for index, execution_id in enumerate(ids):
         other = ids[1 - index]

@@ -159,10 +159,10 @@ def shared_ray_head():
     import time
     from pathlib import Path
 
-    from gyre.replica.transfer import free_port
-    from gyre.single_controller.agent_ports import agent_port_flags
+    from gyre.single_controller.ports import free_ports
+    from gyre.single_controller.ports import agent_port_flags
 
-    port = free_port()
+    port = free_ports(1)[0]
     env = {**os.environ, "RAY_AUTH_MODE": "disabled"}
     ray_cli = str(Path(sys.executable).with_name("ray"))
     log = tempfile.TemporaryFile()  # a file, not a pipe: nothing reads the head's output while it runs

@@ -20,13 +20,14 @@ from __future__ import annotations
 import datetime
 import hashlib
 import logging
-import socket
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
 import torch.distributed as dist
+
+from gyre.single_controller.ports import free_ports
 
 log = logging.getLogger(__name__)
 
@@ -56,15 +57,9 @@ class Transfer:
         return f"gyre/m{self.epoch}/{self.purpose}/{members}/r{local_rank}"
 
 
-def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket() as sock:
-        sock.bind((host, 0))
-        return sock.getsockname()[1]
-
-
 def host_store(host: str = "127.0.0.1", port: int | None = None) -> tuple[dist.TCPStore, int]:
     """The driver's store; keep the returned object alive for the whole run."""
-    port = port or free_port(host)
+    port = port or free_ports(1, host)[0]
     store = dist.TCPStore(host, port, is_master=True, wait_for_workers=False, timeout=datetime.timedelta(seconds=60))
     return store, port
 

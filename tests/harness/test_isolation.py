@@ -26,6 +26,7 @@ from gyre.envs.sandbox import Forward, bwrap_problem
 from gyre.harness import ExecutionPool, HarnessConfig, ProxyEndpoint, make_runner
 from gyre.harness.escape_probe import ProbeHarness, results
 from gyre.harness.execution import ExecutionRunner
+from gyre.single_controller.ports import free_ports
 
 needs_bwrap = pytest.mark.skipif(bwrap_problem() is not None, reason=f"bubblewrap unavailable ({bwrap_problem()})")
 ROOT = Path(__file__).resolve().parents[2]
@@ -63,12 +64,6 @@ class HostListener:
         self._stop = True
         self._thread.join(2)
         self.sock.close()
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def probe_config() -> HarnessConfig:
@@ -127,7 +122,7 @@ def test_agent_reaches_the_proxy_and_nothing_else(server, sandbox, builtin_tasks
     other_workspace.mkdir(parents=True)
     (other_workspace / "solution.py").write_text("the other agent's work\n")
     records_before = other_records.read_bytes()
-    listen_port = free_port()
+    listen_port = free_ports(1)[0]
     spec = {
         "tcp": [["127.0.0.1", tcp.port, "host listener"], ["::1", tcp6.port, "host listener v6"],
                 ["127.0.0.1", listen_port, "free port"], ["1.1.1.1", 80, "outside"]],

@@ -73,7 +73,7 @@ def mixed_precision_run(port: int, work, results, device: str) -> None:
 @pytest.fixture(scope="module", params=["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
 def runs(request, tiny_model_path):
     from gyre.models import load_model
-    from gyre.replica.transfer import free_port
+    from gyre.single_controller.ports import free_ports
 
     device = request.param
     work = batches()
@@ -83,7 +83,7 @@ def runs(request, tiny_model_path):
     fp32, pure_bf16 = ({k: v.cpu() for k, v in run.items()} for run in (fp32, pure_bf16))
     context = multiprocessing.get_context("spawn")
     results = context.Queue()
-    process = context.Process(target=mixed_precision_run, args=(free_port(), work, results, device))
+    process = context.Process(target=mixed_precision_run, args=(free_ports(1)[0], work, results, device))
     process.start()
     mixed = results.get(timeout=300)
     process.join(60)

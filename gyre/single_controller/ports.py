@@ -1,4 +1,5 @@
-"""Ports for the agents of a Ray node Gyre starts, chosen here rather than by Ray.
+"""Free ports: for the processes Gyre starts that listen (a weight-transfer store, a Ray head), and for the agents
+of a Ray node Gyre starts, chosen here rather than by Ray.
 
 Left to Ray (port 0), a raylet waits for its dashboard and runtime-env agents to write their ports to files and
 aborts after a fixed ~15 s (ray-project/ray#65983). On a loaded machine (sandboxes, a CI run beside other work)
