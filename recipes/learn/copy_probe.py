@@ -17,6 +17,12 @@ probability the model gives each copied word at two places:
 A model that copies puts most of its probability there; one that does not sits at chance (one word of the
 suite's 45).
 
+And ``write_decision``, at the write call's tool name: the probability of ``write_file`` against ``finish``
+(finishing without writing: a mistake the demonstrator makes on purpose, which the warm start learns with it).
+``argmax_right`` is the share of executions where ``write_file`` is the likelier of the two: greedy decoding writes
+there. The same for every task, so a warm start's greedy pass rate hangs on it (recipes/learn/README.md, "The warm
+start's greedy figure sits on one decision").
+
 Why: the supervised warm start's loss is dominated by the conversation's fixed shape, so a warm start can end
 with a low loss and copy nothing (its greedy executions then all write one constant file). This checks it
 in seconds instead of a validation run. ``--short`` cuts each prompt as the warm start's short-context phase
@@ -39,6 +45,7 @@ PAGE_OUTDATED = re.compile(r'\noutdated value: "([a-z]+)-([a-z]+)"')  # (OUTDATE
 # the short-context phase keeps the shared prompt's last token (the newline) onwards
 SHORT_FROM = {"main": "Task:\n", "sub": "<|im_start|>user\n"}
 POSITIONS = ("path1", "path2", "value1", "value2", "report1", "report2", "report1_either")
+TOOL_NAME_AT = '<tool_call>\n{"name": "'  # the tool name's first token comes next
 
 
 def write_contexts(run: Path, tokenizer) -> list[tuple[str, str, str, tuple[str, ...]]]:
@@ -76,6 +83,9 @@ def probe(checkpoint: str, run: Path, short: bool = False) -> dict[str, dict[str
     if not contexts:
         raise SystemExit(f"{run}: no recorded search execution with a write call after its summary")
     totals: dict[str, list[float]] = defaultdict(lambda: [0, 0.0, 0])  # argmax right, sum of log p, tokens
+    name_at = len(tokenizer.encode(TOOL_NAME_AT, add_special_tokens=False))
+    write, finish = (tokenizer.encode(name, add_special_tokens=False)[0] for name in ("write_file", "finish"))
+    decision_p: list[tuple[float, float]] = []  # (p write_file, p finish) at each write call
     for agent, text, call, words in contexts:
         if short:
             text = text[text.index(SHORT_FROM[agent]) + len(SHORT_FROM[agent]) - 1:]
@@ -83,6 +93,11 @@ def probe(checkpoint: str, run: Path, short: bool = False) -> dict[str, dict[str
         target = tokenizer.encode(call, add_special_tokens=False)
         with torch.no_grad():
             logp = torch.log_softmax(model(torch.tensor([prompt + target])).logits[0].float(), dim=-1)
+        if agent == "main":
+            if target[name_at] != write:  # the tokenizer splits the call otherwise: the probe would read elsewhere
+                raise SystemExit(f"{checkpoint}: the write call's tool name is not token {name_at} of the call")
+            row = logp[len(prompt) + name_at - 1].exp()
+            decision_p.append((float(row[write]), float(row[finish])))
         # each word is one token (make_tasks.py picks them so); find it after the previous one
         at = 0
         for position, word in zip(POSITIONS[:4] if agent == "main" else POSITIONS[4:6], words):
@@ -98,8 +113,15 @@ def probe(checkpoint: str, run: Path, short: bool = False) -> dict[str, dict[str
                 totals["report1_either"][1] += float(torch.logsumexp(row[sorted(either)], 0))
                 totals["report1_either"][2] += 1
             at += 1
-    return {position: {"tokens": n, "argmax_right": right / n, "geometric_mean_p": math.exp(logp_sum / n)}
-            for position, (right, logp_sum, n) in totals.items()}
+    figures = {position: {"tokens": n, "argmax_right": right / n, "geometric_mean_p": math.exp(logp_sum / n)}
+               for position, (right, logp_sum, n) in totals.items()}
+    if decision_p:
+        n = len(decision_p)
+        figures["write_decision"] = {
+            "tokens": n, "argmax_right": sum(w > f for w, f in decision_p) / n,
+            "geometric_mean_p": math.exp(sum(math.log(max(w, 1e-30)) for w, _ in decision_p) / n),
+            "mean_p_write": sum(w for w, _ in decision_p) / n, "mean_p_finish": sum(f for _, f in decision_p) / n}
+    return figures
 
 
 def main() -> None:
@@ -112,7 +134,9 @@ def main() -> None:
     figures = probe(args.checkpoint, args.run, args.short)
     for position, row in figures.items():
         print(f"{position}: {row['tokens']} tokens, argmax right {row['argmax_right']:.3f}, "
-              f"geometric mean p {row['geometric_mean_p']:.3f}")
+              f"geometric mean p {row['geometric_mean_p']:.3f}"
+              + (f", mean p write_file {row['mean_p_write']:.3f}, finish {row['mean_p_finish']:.3f}"
+                 if position == "write_decision" else ""))
     if args.out:
         args.out.write_text(json.dumps(figures, indent=1) + "\n")
 

@@ -203,9 +203,14 @@ def test_the_copy_probe_reads_every_write_context_the_harness_records(demonstrat
     spec.loader.exec_module(copy_probe)
     run = Path(demonstrated.records).parent
     whole = copy_probe.probe("tiny", run)
-    assert set(whole) == set(copy_probe.POSITIONS)
+    assert set(whole) == {*copy_probe.POSITIONS, "write_decision"}
     assert all(row["tokens"] == len(demonstrated.executions) for row in whole.values()), whole
     assert all(0 <= row["argmax_right"] <= 1 and 0 < row["geometric_mean_p"] < 1 for row in whole.values())
+    # write_file against finish at the write call's tool name: two of the vocabulary's tokens, write_file's p the
+    # one the geometric mean averages
+    decision = whole["write_decision"]
+    assert 0 < decision["mean_p_write"] + decision["mean_p_finish"] < 1
+    assert decision["geometric_mean_p"] <= decision["mean_p_write"]
     short = copy_probe.probe("tiny", run, short=True)  # the same words behind a cut prompt: other figures
     assert whole != short and all(row["tokens"] == len(demonstrated.executions) for row in short.values())
     (tmp_path / "records").mkdir()
