@@ -323,7 +323,7 @@ def probe_part(server: Any, job: Job, work: Path, task: Any) -> dict[str, Any]:
     from gyre.harness import HarnessConfig, ProxyEndpoint
     from gyre.harness.escape_probe import ProbeHarness, results
     from gyre.harness.execution import ExecutionRunner
-    from gyre.single_controller.ports import free_ports
+    from gyre.ports import free_ports
 
     targets, job_ports = host_targets(job.mark, server.port)
     for address in host_addresses():

@@ -159,8 +159,7 @@ def shared_ray_head():
     import time
     from pathlib import Path
 
-    from gyre.single_controller.ports import free_ports
-    from gyre.single_controller.ports import agent_port_flags
+    from gyre.ports import agent_port_flags, free_ports
 
     port = free_ports(1)[0]
     env = {**os.environ, "RAY_AUTH_MODE": "disabled"}

@@ -300,7 +300,7 @@ class SimulatedNodes:
         import ray
         from ray.cluster_utils import Cluster as RayCluster
 
-        from gyre.single_controller.ports import agent_ports
+        from gyre.ports import agent_ports
 
         self.agent_ports = agent_ports(1 + count)  # else a loaded machine can abort a node's start
         head_ports, *node_ports = self.agent_ports

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import torch
 import torch.distributed as dist
 
-from gyre.single_controller.ports import free_ports
+from gyre.ports import free_ports
 
 log = logging.getLogger(__name__)
 

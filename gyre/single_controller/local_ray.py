@@ -2,7 +2,7 @@
 
 It is the node ``ray.init(address="local")`` starts (Ray's own defaults: every CPU, Ray's object store size, a
 reaper and kernel fate-sharing so that nothing of it outlives a killed driver) with one difference: its agents'
-ports are chosen here (``gyre.single_controller.ports``), so that a loaded machine cannot abort its start (ray-project/ray#65983:
+ports are chosen here (``gyre.ports``), so that a loaded machine cannot abort its start (ray-project/ray#65983:
 the raylet waits a fixed ~15 s for agents left to pick their own ports). ``ray.init`` takes no agent ports, so
 the node is started as ``ray.init`` and ``ray.cluster_utils`` start theirs (``ray._private.node.Node``), and this
 process then joins it.
@@ -13,7 +13,7 @@ from __future__ import annotations
 import atexit
 from typing import Any
 
-from gyre.single_controller.ports import agent_ports
+from gyre.ports import agent_ports
 
 
 class LocalRay:

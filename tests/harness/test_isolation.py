@@ -26,7 +26,7 @@ from gyre.envs.sandbox import Forward, bwrap_problem
 from gyre.harness import ExecutionPool, HarnessConfig, ProxyEndpoint, make_runner
 from gyre.harness.escape_probe import ProbeHarness, results
 from gyre.harness.execution import ExecutionRunner
-from gyre.single_controller.ports import free_ports
+from gyre.ports import free_ports
 
 needs_bwrap = pytest.mark.skipif(bwrap_problem() is not None, reason=f"bubblewrap unavailable ({bwrap_problem()})")
 ROOT = Path(__file__).resolve().parents[2]

@@ -73,7 +73,7 @@ def mixed_precision_run(port: int, work, results, device: str) -> None:
 @pytest.fixture(scope="module", params=["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
 def runs(request, tiny_model_path):
     from gyre.models import load_model
-    from gyre.single_controller.ports import free_ports
+    from gyre.ports import free_ports
 
     device = request.param
     work = batches()

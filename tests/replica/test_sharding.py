@@ -76,7 +76,7 @@ def unsharded(batches, kl_coef: float) -> dict:
 @pytest.mark.parametrize(("kl_coef", "reshard"), [(0.0, False), (0.1, False), (0.1, True)],
                          ids=["policy-loss", "with-kl-to-a-sharded-reference", "layer-by-layer-with-kl"])
 def test_a_two_rank_sharded_step_equals_the_unsharded_step(tiny_model_path, kl_coef, reshard):
-    from gyre.single_controller.ports import free_ports
+    from gyre.ports import free_ports
 
     # a ~4K-token tree in 2K chunks: the chunked path on one rank, at a sixth of test_cluster's long tree's cost
     batches = step_batches(big_turns=8, big_subagents=1, chunk_tokens=2048)
