@@ -38,12 +38,8 @@ class LocalRay:
             self.shutdown()
             raise
 
-    @property
-    def address(self) -> str:
-        return self.node.gcs_address
-
     def shutdown(self) -> None:
-        """Disconnects this process and stops the node's processes (again: nothing)."""
+        """Disconnects this process and stops the node's processes (a second call does nothing more)."""
         import ray
 
         atexit.unregister(self.shutdown)

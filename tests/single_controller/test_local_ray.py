@@ -1,7 +1,7 @@
 """The local Ray instance of a job run without a cluster (gyre.single_controller.local_ray): its agents on ports
-Gyre chose (else a loaded machine can abort its start, ray-project/ray#65983), the job's runtime environment
-in its workers, and none of the node's processes left once the job exits or is killed. Each case runs in a process of its
-own, as a job's driver does (the test workers keep their Ray connection)."""
+Gyre chose (else a loaded machine can abort its start, ray-project/ray#65983), the job's runtime environment in
+its workers, and none of the node's processes left once the job exits or is killed. Each case runs in a process
+of its own, as a job's driver does (the test workers keep their Ray connection)."""
 
 from __future__ import annotations
 
