@@ -216,7 +216,7 @@ def _ray_down_at_exit():
 
 @pytest.fixture(scope="module")
 def ray_session(_ray_down_at_exit, shared_ray_head):
-    """Ray for the tests that start actors from the test process: the worker's shared head (connected on first
+    """Ray for the tests that start actors from the test process: the test run's shared head (connected on first
     use, and again after a test module that needs its own cluster, tests/harness/test_execution_nodes.py, shut
     it down), or a local cluster of its own where there is none (``GYRE_TEST_FRESH_RAY=1``)."""
     import ray
