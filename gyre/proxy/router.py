@@ -184,7 +184,9 @@ class Router:
         self._gaps: dict[str, deque[float]] = {}  # session -> its last tool gaps, seconds
         self._gap_total, self._gap_count = 0.0, 0  # every session's gaps: the prior of a session with none
         self._parked: dict[str, RoutedCell] = {}  # session -> the cell whose engine parked it (until its next call)
-        self._slot_time: deque[tuple[float, float]] = deque(maxlen=self.SLOT_WINDOW)  # per call: (held, lived) s
+        # (held, lived) seconds: each call's tool gap as the call starts, then the call as it ends (two per call). The gap
+        # goes in at once, as it goes into _parked_s: a step's metrics taken while the call runs see both or neither.
+        self._slot_time: deque[tuple[float, float]] = deque(maxlen=2 * self.SLOT_WINDOW)
         self._parked_s = 0.0  # seconds sessions spent parked, all told
         self._background: set[asyncio.Task] = set()  # parks and ended sessions' frees, under way
         self.counters = {
@@ -331,7 +333,7 @@ class Router:
                     await moving.wait()
                 continue
             call_s = max(0.0, self.clock() - began)
-            self._slot_time.append((call_s + (0.0 if was_parked else gap), call_s + gap))
+            self._slot_time.append((call_s, call_s))
             self._maybe_park(cell, session_id, len(prompt_ids) + len(generation.response_ids))
             return RoutedGeneration(generation, cell.cell_id, session_id, queue_s, reroutes)
 
@@ -457,6 +459,7 @@ class Router:
         self._gap_total += gap
         self._gap_count += 1
         self._parked_s += gap if was_parked else 0.0
+        self._slot_time.append((0.0 if was_parked else gap, gap))
         return gap, was_parked
 
     def occupancy(self) -> Occupancy:

@@ -108,6 +108,41 @@ def test_long_tool_gaps_park_and_short_ones_do_not():
     asyncio.run(main())
 
 
+class HeldEngine(ParkRecorder):
+    """Answers a call only while ``answering`` is set: a call can be caught running."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.answering = asyncio.Event()
+        self.answering.set()
+
+    async def generate(self, session_id, prompt_ids, sampling) -> Generation:
+        await self.answering.wait()
+        return await super().generate(session_id, prompt_ids, sampling)
+
+
+def test_a_parked_gap_counts_in_the_slot_share_as_soon_as_the_next_call_starts():
+    """A step's metrics read the router while calls run (the async scheduler's rollouts go on through a step):
+    the seconds sessions spent parked (``parked_s``) and the share of time they held a slot must agree then. A
+    gap entered the slot share only once its next call ended: a step could log parked seconds and a share of 1."""
+    async def main():
+        engine = HeldEngine()
+        router, clock = parking_router(engine)
+        await calls_with_gaps(router, clock, "e/long", [5.0, 4.0])  # parked after its 2nd call on
+        engine.answering.clear()
+        clock.now += 6.0
+        call = asyncio.create_task(router.generate("e", "e/long", [1, 2, 3], GREEDY))
+        await asyncio.sleep(0)  # the call has started: its gap is over
+        during = router.occupancy()
+        engine.answering.set()
+        await call
+        return during
+
+    during = asyncio.run(main())
+    assert during.parked_s == pytest.approx(4.0 + 6.0)
+    assert during.slot_share == pytest.approx(5.0 / (5.0 + 4.0 + 6.0))  # calls take no time on this clock
+
+
 def test_occupancy_counts_the_slots_sessions_hold_and_the_time_they_hold_them():
     """What the scheduler sees (``Cluster.views``/``parking``): a session in a tool it was parked for holds no
     slot, its cell counts only the others; the slot share is the held seconds (calls, gaps not parked) over
