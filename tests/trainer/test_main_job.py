@@ -28,8 +28,11 @@ def scheduler_run(scheduler: str, ranks: int, run_dir: Path, steps: int = 2) -> 
         "harness.reference.sub_agent=false", "harness.progress=false", "tracking.backends=[jsonl,wandb]",
         # elastic (streaming steps, satellites joining) also runs two PPO epochs per step
         *(["trainer.ppo_epochs=2"] if scheduler == "elastic" else []),
-        # async's executions make several calls: their sessions wait on tools between them (parking)
+        # async's executions make several calls: their sessions wait on tools between them (parking), ~0.37 s
+        # each: a park is asked for in the background as a call returns, and a tool gap of milliseconds (this
+        # suite's tools) can end before the park lands, so neither the router nor the check sees a parked gap
         f"harness.max_turns={3 if scheduler == 'async' else 1}",
+        *(["harness.reference.tool_delay_mu=-1.0", "harness.reference.tool_delay_sigma=0.0"] if scheduler == "async" else []),
     ]
 
 
