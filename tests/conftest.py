@@ -162,25 +162,15 @@ def starts_the_ray_head(config) -> bool:
 def pytest_sessionstart(session):
     if not starts_the_ray_head(session.config):
         return
-    from ray._private.node import Node
-    from ray._private.parameter import RayParams
+    from unittest import mock
 
     from gyre.ports import agent_ports
+    from gyre.single_controller.local_ray import start_node
 
     # the machine's own address, as ray.init's node: a GCS told 127.0.0.1 listens there only, and a driver
     # given 127.0.0.1 looks for it at the machine's address
-    params = RayParams(num_cpus=64, include_dashboard=False, dashboard_port=None, include_log_monitor=False,
-                       no_monitor=True, **agent_ports()[0])
-    auth_mode = os.environ.get("RAY_AUTH_MODE")
-    os.environ["RAY_AUTH_MODE"] = "disabled"  # the node's processes read it as they start
-    try:
-        # a killed test run leaves nothing behind: the kernel or Ray's reaper stops the node's processes
-        _ray_head["node"] = Node(params, head=True, shutdown_at_exit=False, spawn_reaper=True)
-    finally:
-        if auth_mode is None:
-            del os.environ["RAY_AUTH_MODE"]
-        else:
-            os.environ["RAY_AUTH_MODE"] = auth_mode
+    with mock.patch.dict(os.environ, {"RAY_AUTH_MODE": "disabled"}):  # the node's processes read it as they start
+        _ray_head["node"] = start_node(agent_ports()[0], num_cpus=64, include_log_monitor=False, no_monitor=True)
     os.environ["RAY_ADDRESS"] = _ray_head["node"].gcs_address
 
 

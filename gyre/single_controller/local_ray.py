@@ -16,20 +16,28 @@ from typing import Any
 from gyre.ports import agent_ports
 
 
+def start_node(ports: dict[str, int], **params: Any) -> Any:
+    """A head node as ``ray.init`` starts its local one, on the given agent ports; ``params`` are more ``RayParams``.
+    Nothing connects to it: its processes run until ``kill_all_processes()``, or, with this process killed, until
+    the kernel or Ray's reaper stops them."""
+    from ray._private.node import Node
+    from ray._private.parameter import RayParams
+
+    # dashboard_port=None as ray.init's: its (minimal) dashboard head tries the next ports when 8265 is taken
+    ray_params = RayParams(include_dashboard=False, dashboard_port=None, **ports, **params)
+    # as ray.init's: no SIGTERM handler of Ray's in this process (shutdown_at_exit=False), its processes
+    # stopped by kill_all_processes or, with this process killed, by the kernel or Ray's reaper (spawn_reaper)
+    return Node(ray_params, head=True, shutdown_at_exit=False, spawn_reaper=True)
+
+
 class LocalRay:
     """Starts a local Ray node and connects this process to it; ``shutdown()`` (or this process's exit) ends both."""
 
     def __init__(self, *, num_cpus: int | None = None, runtime_env: dict[str, Any] | None = None) -> None:
         import ray
-        from ray._private.node import Node
-        from ray._private.parameter import RayParams
 
         self.agent_ports = agent_ports()[0]
-        # dashboard_port=None as ray.init's: its (minimal) dashboard head tries the next ports when 8265 is taken
-        params = RayParams(num_cpus=num_cpus, include_dashboard=False, dashboard_port=None, **self.agent_ports)
-        # as ray.init's: no SIGTERM handler of Ray's in this process (shutdown_at_exit=False), its processes
-        # stopped at exit (below) or, with this process killed, by the kernel or Ray's reaper (spawn_reaper)
-        self.node = Node(params, head=True, shutdown_at_exit=False, spawn_reaper=True)
+        self.node = start_node(self.agent_ports, num_cpus=num_cpus)
         atexit.register(self.shutdown)
         try:
             ray.init(address=self.node.gcs_address, log_to_driver=False, configure_logging=False,
