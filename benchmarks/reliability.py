@@ -321,7 +321,7 @@ def probe_part(server: Any, job: Job, work: Path, task: Any) -> dict[str, Any]:
     """Two escape-probe executions side by side while the main job runs."""
     from gyre.envs import Sandbox
     from gyre.harness import HarnessConfig, ProxyEndpoint
-    from gyre.harness.escape_probe import ProbeHarness, results
+    from gyre.harness.escape_probe import HostDialer, ProbeHarness, results
     from gyre.harness.execution import ExecutionRunner
     from gyre.ports import free_ports
 
@@ -345,7 +345,7 @@ def probe_part(server: Any, job: Job, work: Path, task: Any) -> dict[str, Any]:
         other = ids[1 - index]
         specs.append({
             "tcp": targets, "abstract": abstract_sockets(), "proc_net_ports": sorted({t[1] for t in targets if t[1] != 443}),
-            "listen_port": listen_ports[index], "listen_s": 4.0,
+            "listen_port": listen_ports[index], "listen_s": 4.0, "listen_token": uuid.uuid4().hex,
             "read": [str(runs / other / "workspace" / "planted_by_host.txt"), str(server.proxy.recorder.folder / f"{other}.jsonl"),
                      *job_files, *hidden, "/etc/shadow", f"/proc/{os.getpid()}/environ"],
             "write": [str(runs / other / "workspace" / "planted.py"), str(job.run_dir / "records" / "planted.jsonl"),
@@ -362,38 +362,26 @@ def probe_part(server: Any, job: Job, work: Path, task: Any) -> dict[str, Any]:
     def plant(workspace: Path) -> None:
         (workspace / "planted_by_host.txt").write_text("another execution's work\n")
 
-    reached: list[str] = []
-    stop = threading.Event()
-
-    def dial() -> None:  # the host keeps trying the ports the probes listen on inside
-        while not stop.is_set():
-            for port in listen_ports:
-                with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=0.2):
-                    reached.append(str(port))
-            time.sleep(0.05)
-
-    dialer = threading.Thread(target=dial, daemon=True)
-    dialer.start()
     config = HarnessConfig.from_mapping({"progress": False, "execution": {"grace_s": 1.0, "poll_s": 0.05, "time_limit_s": 180}})
     lines: list[dict[str, Any]] = []
-    try:
-        runners = []
-        for spec in specs:
-            runner = ExecutionRunner(ProbeHarness(spec), Sandbox(), config, ProxyEndpoint(server))
-            runner.config.run_dir = str(runs)
-            runners.append(runner)
-        executions = run_side_by_side(runners, ids, task, plant)
-        for execution in executions:
-            lines += results(Path(execution.reward_detail["log"]).read_text())
-    finally:
-        stop.set()
-        dialer.join(2)
-        for key in other_keys.values():
-            with contextlib.suppress(KeyError):
-                server.proxy.close_execution(key)
+    # the host keeps trying the ports the probes listen on inside
+    with HostDialer({spec["listen_port"]: spec["listen_token"] for spec in specs}) as dialer:
+        try:
+            runners = []
+            for spec in specs:
+                runner = ExecutionRunner(ProbeHarness(spec), Sandbox(), config, ProxyEndpoint(server))
+                runner.config.run_dir = str(runs)
+                runners.append(runner)
+            executions = run_side_by_side(runners, ids, task, plant)
+            for execution in executions:
+                lines += results(Path(execution.reward_detail["log"]).read_text())
+        finally:
+            for key in other_keys.values():
+                with contextlib.suppress(KeyError):
+                    server.proxy.close_execution(key)
     attempts = [line for line in lines if line["probe"] == "attempt"]
-    if reached:
-        attempts.append({"probe": "attempt", "name": "host dialled a port listened on inside", "escaped": True, "detail": str(reached[:3])})
+    attempts.append({"probe": "attempt", "name": "host dialled a port listened on inside", "escaped": bool(dialer.reached),
+                     "detail": f"the probe answered: {dialer.reached[:3]}; other host listeners on the ports: {dialer.other_listeners[:3]}"})
     ok = [line for line in lines if line["probe"] == "ok"]
     owners = sorted({label.split(" (main job)")[0] for _, _, label in targets if "(main job)" in label})
     return {"attempts": attempts, "ok": ok, "main_job_ports": job_ports, "main_job_port_owners": owners, "ports_tried": len(targets)}

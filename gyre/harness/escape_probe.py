@@ -15,7 +15,8 @@ not reach inside).
 
 Spec keys (all optional): ``tcp`` [[host, port, label]...] host listeners that must stay unreachable;
 ``abstract`` [name...] host abstract Unix sockets; ``proc_net_ports`` [port...] host ports that must not
-show in /proc/net; ``listen_port`` a port to listen on inside for ``listen_s`` seconds; ``read`` [path...]
+show in /proc/net; ``listen_port`` a port to listen on inside for ``listen_s`` seconds, answering whoever
+connects with ``listen_token`` (the host dials it meanwhile: `HostDialer`); ``read`` [path...]
 host paths that must not be readable (files or folders); ``write`` [path...] host files that must not be
 creatable (judged on the host by `judge`: inside, a path under the sandbox's own /tmp may well be
 writable); ``env_forbidden`` / ``cmdline_forbidden`` [text...] host paths that must not appear in the
@@ -35,6 +36,8 @@ import json
 import os
 import socket
 import sys
+import threading
+import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
@@ -70,6 +73,54 @@ class ProbeHarness:
 
     def status(self, returncode: int) -> str:
         return "finished" if returncode == 0 else "crashed"
+
+
+class HostDialer:
+    """The host half of the ``listen_port`` attempts: keeps dialling ``127.0.0.1:port`` while the probes listen
+    inside, and counts a connection as reaching a probe only when the probe's ``listen_token`` comes back. The port
+    was free when chosen, and it is on the host too: any host process binding it meanwhile (another test's server
+    on an ephemeral port) answers the dial as well, and is not the sandbox leaking (seen once in CI)."""
+
+    def __init__(self, tokens: dict[int, str]) -> None:
+        self.tokens = tokens  # port -> the token its probe answers with
+        self.reached: list[str] = []  # "port": the probe inside answered
+        self.other_listeners: list[str] = []  # "port: what answered": a host process held the port
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._dial, daemon=True)
+
+    def __enter__(self) -> HostDialer:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(2)
+
+    def _dial(self) -> None:
+        while not self._stop.is_set():
+            for port, token in self.tokens.items():
+                try:
+                    with socket.create_connection(("127.0.0.1", port), timeout=0.2) as conn:
+                        conn.settimeout(0.5)
+                        answer = _read_some(conn, len(token))
+                except OSError:
+                    continue
+                if answer == token.encode():
+                    self.reached.append(str(port))
+                else:
+                    self.other_listeners.append(f"{port}: {answer[:40]!r}")
+            time.sleep(0.05)
+
+
+def _read_some(conn: socket.socket, size: int) -> bytes:
+    """Up to ``size`` bytes, or what came before the peer closed or went quiet."""
+    data = b""
+    try:
+        while len(data) < size and (chunk := conn.recv(size - len(data))):
+            data += chunk
+    except OSError:
+        pass
+    return data
 
 
 def results(log_text: str) -> list[dict[str, Any]]:
@@ -257,7 +308,8 @@ def _network_attempts(spec: dict[str, Any]) -> None:
                     conn, peer = server.accept()
                 except TimeoutError:
                     return False, "no connection from the host"
-                conn.close()
+                with conn:  # the host tells its dial reached this listener, not another on the port, by this
+                    conn.sendall(str(spec.get("listen_token", "")).encode())
                 return True, f"accepted a connection from {peer}"
 
         _attempt(f"listen on 127.0.0.1:{spec['listen_port']} for the host", listen)

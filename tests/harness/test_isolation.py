@@ -24,7 +24,7 @@ import pytest
 from gyre.envs import Sandbox, SandboxError
 from gyre.envs.sandbox import Forward, bwrap_problem
 from gyre.harness import ExecutionPool, HarnessConfig, ProxyEndpoint, make_runner
-from gyre.harness.escape_probe import ProbeHarness, results
+from gyre.harness.escape_probe import HostDialer, ProbeHarness, results
 from gyre.harness.execution import ExecutionRunner
 from gyre.ports import free_ports
 
@@ -70,38 +70,20 @@ def probe_config() -> HarnessConfig:
     return HarnessConfig.from_mapping({"progress": False, "execution": {"grace_s": 1.0, "poll_s": 0.05, "time_limit_s": 60}})
 
 
-def run_probe(server, sandbox: Sandbox, spec: dict, task, run_dir: Path, host_connects_to: int | None = None):
-    """One execution of the probe; ``host_connects_to``: a port the host keeps dialling meanwhile."""
+def run_probe(server, sandbox: Sandbox, spec: dict, task, run_dir: Path):
+    """One execution of the probe; the host keeps dialling the port it listens on (``listen_port``) meanwhile."""
     runner = ExecutionRunner(ProbeHarness(spec), sandbox, probe_config(), ProxyEndpoint(server))
     runner.config.run_dir = str(run_dir)
-    reached: list[str] = []
-    done = threading.Event()
-
-    def dial() -> None:
-        while not done.is_set():
-            try:
-                with socket.create_connection(("127.0.0.1", host_connects_to), timeout=0.2) as conn:
-                    reached.append(repr(conn.getpeername()))
-            except OSError:
-                pass
-            time.sleep(0.05)
-
-    dialer = threading.Thread(target=dial, daemon=True)
-    if host_connects_to is not None:
-        dialer.start()
 
     async def main():
         async with ExecutionPool(runner, concurrency=1, progress=False) as pool:
             return await pool.submit(task)
 
-    try:
+    ports = {spec["listen_port"]: spec["listen_token"]} if "listen_port" in spec else {}
+    with HostDialer(ports) as dialer:
         execution = asyncio.run(main())
-    finally:
-        done.set()
-        if host_connects_to is not None:
-            dialer.join(2)
     log_text = Path(execution.reward_detail["log"]).read_text()
-    return execution, results(log_text), reached, log_text
+    return execution, results(log_text), dialer.reached, log_text
 
 
 @needs_bwrap
@@ -130,6 +112,7 @@ def test_agent_reaches_the_proxy_and_nothing_else(server, sandbox, builtin_tasks
         "proc_net_ports": [tcp.port, tcp6.port],
         "listen_port": listen_port,
         "listen_s": 3.0,
+        "listen_token": uuid.uuid4().hex,
         "read": [str(other_workspace / "solution.py"), str(other_records), str(HIDDEN_TEST), "/etc/shadow"],
         "write": [str(tmp_path / "escaped.txt"), str(other_workspace / "planted.py")],
         # The workspace's own path is what the agent works in; nothing else of the run may show.
@@ -141,7 +124,7 @@ def test_agent_reaches_the_proxy_and_nothing_else(server, sandbox, builtin_tasks
         "gate_socket": "/run/gyre/net/proxy.sock",
     }
     try:
-        execution, lines, reached, log_text = run_probe(server, sandbox, spec, bank, tmp_path / "runs", listen_port)
+        execution, lines, reached, log_text = run_probe(server, sandbox, spec, bank, tmp_path / "runs")
     finally:
         for listener in (tcp, tcp6, abstract):
             listener.close()
@@ -186,12 +169,31 @@ def test_the_probe_sees_a_shared_network(server, sandbox, builtin_tasks, tmp_pat
     listener, so the test above fails if isolation is lost."""
     tcp = HostListener()
     try:
-        spec = {"gate": False, "tcp": [["127.0.0.1", tcp.port, "host listener"]]}
-        _, lines, _, log_text = run_probe(server, sandbox.replace(network=True), spec, builtin_tasks["nl2repo"][0], tmp_path / "runs")
+        spec = {"gate": False, "tcp": [["127.0.0.1", tcp.port, "host listener"]],
+                "listen_port": free_ports(1)[0], "listen_s": 3.0, "listen_token": uuid.uuid4().hex}
+        _, lines, reached, log_text = run_probe(server, sandbox.replace(network=True), spec, builtin_tasks["nl2repo"][0], tmp_path / "runs")
     finally:
         tcp.close()
-    attempts = [line for line in lines if line["probe"] == "attempt"]
-    assert attempts and attempts[0]["escaped"] and "host-secret-banner" in attempts[0]["detail"], log_text[-2000:]
+    attempts = {line["name"]: line for line in lines if line["probe"] == "attempt"}
+    dialled = attempts[f"tcp 127.0.0.1:{spec['tcp'][0][1]} (host listener)"]
+    assert dialled["escaped"] and "host-secret-banner" in dialled["detail"], log_text[-2000:]
+    # ... and the host's dial reached the listener inside, which answered with its token
+    assert reached and set(reached) == {str(spec["listen_port"])}, log_text[-2000:]
+    assert attempts[f"listen on 127.0.0.1:{spec['listen_port']} for the host"]["escaped"]
+
+
+def test_a_host_process_on_the_dialled_port_is_not_taken_for_the_probe() -> None:
+    """The port a probe listens on was free when chosen; a host process that binds it meanwhile answers the
+    host's dial too. Only the probe's token counts as reaching inside (a server of another test once did)."""
+    other = HostListener()  # answers with its own banner, as any host server would answer something (or nothing)
+    try:
+        with HostDialer({other.port: uuid.uuid4().hex}) as dialer:
+            deadline = time.monotonic() + 10
+            while not dialer.other_listeners and time.monotonic() < deadline:
+                time.sleep(0.05)
+    finally:
+        other.close()
+    assert dialer.reached == [] and dialer.other_listeners and "host-secret-banner" in dialer.other_listeners[0]
 
 
 def test_process_sandbox_refuses_model_harnesses_without_opt_in(server, tmp_path) -> None:
