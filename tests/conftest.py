@@ -8,7 +8,14 @@ import re
 from collections import Counter
 
 import pytest
-import torch
+
+# OpenMP threads that finish their share of an op sleep at once instead of spinning for the next: this suite's ops
+# are small, its processes share 2 cores, and a spinning thread takes the core from another test's process. Set
+# before torch loads libgomp (which reads it once); the jobs, cells and Ray workers the tests start inherit it.
+# Measured side by side (tests/algo, ops, trajectory, replica on 3 workers): 163 -> 112 CPU-s, the same wall time.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+import torch  # noqa: E402
 
 torch.set_num_threads(max(1, min(2, torch.get_num_threads())))
 
