@@ -79,9 +79,11 @@ class HostDialer:
     """The host half of the ``listen_port`` attempts: keeps dialling ``127.0.0.1:port`` while the probes listen
     inside, and counts a connection as reaching a probe only when the probe's ``listen_token`` comes back. The port
     was free when chosen, and it is on the host too: any host process binding it meanwhile (another test's server
-    on an ephemeral port) answers the dial as well, and is not the sandbox leaking (seen once in CI)."""
+    on an ephemeral port) answers the dial as well, and is not the sandbox leaking."""
 
     def __init__(self, tokens: dict[int, str]) -> None:
+        if not all(tokens.values()):  # an empty token would match whatever listener answers with nothing
+            raise ValueError(f"every dialled port needs a non-empty listen_token: {tokens}")
         self.tokens = tokens  # port -> the token its probe answers with
         self.reached: list[str] = []  # "port": the probe inside answered
         self.other_listeners: list[str] = []  # "port: what answered": a host process held the port

@@ -184,7 +184,8 @@ def test_the_probe_sees_a_shared_network(server, sandbox, builtin_tasks, tmp_pat
 
 def test_a_host_process_on_the_dialled_port_is_not_taken_for_the_probe() -> None:
     """The port a probe listens on was free when chosen; a host process that binds it meanwhile answers the
-    host's dial too. Only the probe's token counts as reaching inside (a server of another test once did)."""
+    host's dial too (another test's server, say). Only the probe's token counts as reaching inside; a dialler
+    without a token for a port is refused, since an empty answer would match it."""
     other = HostListener()  # answers with its own banner, as any host server would answer something (or nothing)
     try:
         with HostDialer({other.port: uuid.uuid4().hex}) as dialer:
@@ -194,6 +195,8 @@ def test_a_host_process_on_the_dialled_port_is_not_taken_for_the_probe() -> None
     finally:
         other.close()
     assert dialer.reached == [] and dialer.other_listeners and "host-secret-banner" in dialer.other_listeners[0]
+    with pytest.raises(ValueError, match="listen_token"):
+        HostDialer({1: ""})
 
 
 def test_process_sandbox_refuses_model_harnesses_without_opt_in(server, tmp_path) -> None:
