@@ -19,11 +19,11 @@ CELLS = {1: 3, 2: 2}  # ranks per cell -> cells: 3 one-rank cells, or 2 cells x 
 EVENT_FAMILIES = {"idle_fraction", "switch", "microbatches", "cells", "reward", "pass_rate"}
 
 
-def scheduler_run(scheduler: str, ranks: int, run_dir: Path, steps: int = 2) -> list[str]:
+def scheduler_run(scheduler: str, ranks: int, run_dir: Path, steps: int = 2, batch_size: int = 4) -> list[str]:
     cells = CELLS[ranks]
     return [
         "+recipe=terminalbench", f"scheduler={scheduler}", f"run_dir={run_dir}", f"trainer.total_steps={steps}",
-        f"cluster.cells={cells}", f"cluster.ranks_per_cell={ranks}", "scheduler.batch_size=4",
+        f"cluster.cells={cells}", f"cluster.ranks_per_cell={ranks}", f"scheduler.batch_size={batch_size}",
         "trainer.group_size=2", "scheduler.rollout_cells=1",
         "harness.reference.sub_agent=false", "harness.progress=false", "tracking.backends=[jsonl,wandb]",
         # elastic (streaming steps, satellites joining) also runs two PPO epochs per step
@@ -138,40 +138,23 @@ def test_a_sharded_run_resumes_on_cells_of_another_size_and_continues_its_wandb_
 
 
 @pytest.mark.slow
-def test_steps_that_stream_in_their_batch_train_it_whole(tmp_path):
-    """scheduler.stream_from=0.25: a step starts on a quarter of its batch; the rest comes in as it finishes."""
-    run_dir = tmp_path / "run"
-    overrides = [
-        "+recipe=terminalbench", "scheduler=elastic", f"run_dir={run_dir}", "trainer.total_steps=3",
-        "cluster.cells=3", "scheduler.batch_size=8", "scheduler.stream_from=0.25", "trainer.group_size=2",
-        "harness.max_turns=1", "harness.reference.sub_agent=false", "harness.progress=false",
-        "tracking.backends=[jsonl]",
-    ]
-    done = subprocess.run([sys.executable, "-m", "gyre.main", *overrides], capture_output=True, text=True,
-                          timeout=600, env={**os.environ, "RAY_AUTH_MODE": "disabled"})
-    assert done.returncode == 0, done.stderr[-3000:]
-    steps = metrics(run_dir)
-    assert [s["step"] for s in steps] == [1, 2, 3]
-    shape = [{k: v for k, v in s.items() if k.startswith("executions/") or k in ("step", "version")} for s in steps]
-    assert all(s["executions/trained"] + s["executions/no_calls"] >= 8 for s in steps), shape  # the whole batch
-    assert all(s["version"] == s["step"] for s in steps), shape  # one update per step
-    assert any(s["executions/streamed_in"] > 0 for s in steps)  # a step took executions that finished after it began
-    assert all(s["executions/streamed_in"] <= 6 for s in steps)  # it began on at least its first quarter
-
-
-@pytest.mark.slow
-def test_the_main_job_on_two_simulated_execution_nodes(tmp_path, elastic_run):
+def test_the_main_job_on_two_simulated_execution_nodes_streaming_in_its_batch(tmp_path, elastic_run):
     """The elastic job with ``cluster.execution_nodes=2`` (gyre.harness.nodes; two executions at a time on each,
     so both take work): trains, its executions ran on both nodes through their proxy replicas, and it logs
-    every metric the same job logs on one machine."""
+    every metric the same job logs on one machine. Its steps stream in their batch (``scheduler.stream_from=0.25``:
+    a step starts on a quarter of its batch of 8, and the rest comes in as it finishes) and train it whole."""
     run_dir = tmp_path / "nodes"
-    run_main_job([*scheduler_run("elastic", 1, run_dir), "cluster.execution_nodes=2",
-                  "cluster.simulate_execution_nodes=true", "harness.concurrency=2"])
+    run_main_job([*scheduler_run("elastic", 1, run_dir, batch_size=8), "scheduler.stream_from=0.25",
+                  "cluster.execution_nodes=2", "cluster.simulate_execution_nodes=true", "harness.concurrency=2"])
     local, steps = (metrics(d) for d in (elastic_run, run_dir))
     assert [s["step"] for s in steps] == [1, 2]
-    assert all(s["executions/trained"] >= 4 and s["tokens/tree"] > 0 and s["executions/no_calls"] == 0 for s in steps)
+    assert all(s["executions/trained"] >= 8 and s["tokens/tree"] > 0 and s["executions/no_calls"] == 0 for s in steps)
     assert all(s["executions/lost"] == 0 for s in steps)
     assert max(s["executions/nodes"] for s in steps) == 2  # both nodes' workers and replicas served the run
+    shape = [{k: v for k, v in s.items() if k.startswith("executions/") or k in ("step", "version")} for s in steps]
+    assert all(s["version"] == s["step"] for s in steps), shape  # one update per step, the streamed-in part in it
+    assert any(s["executions/streamed_in"] > 0 for s in steps), shape  # a step took executions that finished after it began
+    assert all(s["executions/streamed_in"] <= 6 for s in steps), shape  # it began on at least its first quarter
 
     def keys(run: list[dict]) -> set[str]:
         """Metric names, those named after what happened as their family: ``switch/train_to_rollout_s``
