@@ -20,7 +20,9 @@ or the mistake that cost it credit.
 ``source_changed`` (copy overwrote its source), ``wrong_name``, ``garbled_value``, ``missing``, ``no_write``.
 
 The demonstrator's mistakes are what RL should remove through the reward; the copying errors measure how
-well the policy copies strings it has not seen.
+well the policy copies strings it has not seen. Under each ``search`` row, what the sub-agent handed the page
+holding the value reported (``current``, ``outdated``, ``mixed``: words of both, ``garbled``: other words,
+``missed``: no value, ``none``: no report): where a value is first copied, and most often garbled.
 """
 
 from __future__ import annotations
@@ -34,6 +36,9 @@ from pathlib import Path
 SUITE = Path(__file__).resolve().parent / "tasks"
 CHECK_FILES = {"test_task.py", "check_task.py"}
 QUOTED = re.compile(r'"([^"]+)"')
+LINE_VALUE = {kind: re.compile(rf'^{kind} value: "([^"]+)"', re.M) for kind in ("current", "outdated")}  # a page's lines
+PAGE_TASK_OF = "Find the current value in {page}."  # make_tasks.py: PAGE_TASK
+REPORTED = re.compile(r'current value is \\?"([^"\\]+)\\?"')  # make_tasks.py: FOUND, JSON-escaped in the call
 
 
 def search_outcome(task: Path, workspace: Path, texts: tuple[str, str] | None) -> str:
@@ -84,28 +89,49 @@ def file_outcome(task: Path, workspace: Path) -> str:
 
 
 class Records:
-    """An execution's call records: the first call's weight version, the summary call's text."""
+    """An execution's call records, prompts rebuilt from the file's deltas (``gyre.proxy.record_format``), decoded
+    with the built-in tokenizer the recipe's models share."""
 
     def __init__(self, run: Path) -> None:
         self.run = run
-        self._decode = None
+        self._tokenizer = None
 
-    def lines(self, execution: str) -> list[dict]:
-        try:
-            return [json.loads(line) for line in (self.run / "records" / f"{execution}.jsonl").read_text().splitlines() if line]
-        except (OSError, ValueError):
-            return []
+    def calls(self, execution: str) -> list:
+        from gyre.proxy.record_format import read_record_file
 
-    def summary_texts(self, calls: list[dict]) -> tuple[str, str] | None:
-        call = next((c for c in calls if c.get("agent") == "main-summary" and "prompt_ids" in c), None)
-        if call is None:
-            return None
-        if self._decode is None:
-            from gyre.models import load_tokenizer  # the built-in tokenizer: the recipe's models share it
+        path = self.run / "records" / f"{execution}.jsonl"
+        return read_record_file(path, errors=[]) if path.is_file() else []  # a broken line: the calls before it
 
-            tokenizer = load_tokenizer("small")
-            self._decode = lambda ids: tokenizer.decode(ids)
-        return self._decode(call["prompt_ids"]), self._decode(call["response_ids"])
+    def decode(self, ids) -> str:
+        if self._tokenizer is None:
+            from gyre.models import load_tokenizer
+
+            self._tokenizer = load_tokenizer("small")
+        return self._tokenizer.decode(list(ids))
+
+    def summary_texts(self, calls: list) -> tuple[str, str] | None:
+        call = next((c for c in calls if c.agent == "main-summary"), None)
+        return None if call is None else (self.decode(call.prompt_ids), self.decode(call.response_ids))
+
+    def value_report(self, task: Path, calls: list) -> str:
+        """What the sub-agent handed the page holding the value reported: ``current``, ``outdated``, ``mixed``
+        (words of both), ``garbled`` (a value of other words), ``missed`` (no value), ``none`` (no report)."""
+        value_page = next(p for p in (task / "workspace").iterdir() if "current value" in p.read_text())
+        new, old = (LINE_VALUE[kind].search(value_page.read_text()).group(1) for kind in ("current", "outdated"))
+        for call in calls:
+            if call.agent != "sub":
+                continue
+            response = self.decode(call.response_ids)
+            if '"report"' not in response or PAGE_TASK_OF.format(page=value_page.name) not in self.decode(call.prompt_ids):
+                continue
+            reported = REPORTED.search(response)
+            if reported is None:
+                return "missed"
+            value = reported.group(1)
+            if value in (new, old):
+                return "current" if value == new else "outdated"
+            return "mixed" if set(value.split("-")) <= set(new.split("-")) | set(old.split("-")) else "garbled"
+        return "none"
 
 
 def main() -> None:
@@ -118,22 +144,29 @@ def main() -> None:
     args = parser.parse_args()
     records = Records(args.run)
     rows: dict[int, Counter] = defaultdict(Counter)
+    reports: dict[int, Counter] = defaultdict(Counter)
     for execution in sorted((args.run / "executions").glob(f"{args.split}-*")):
-        calls = records.lines(execution.name)
+        calls = records.calls(execution.name)
         task = args.suite / args.split / "-".join(execution.name.split("-")[:3])
         if not calls or not task.is_dir():
             continue  # no call made, or not a task of this suite
         family = task.name.split("-")[1]
         workspace = execution / "workspace"
-        outcome = (search_outcome(task, workspace, records.summary_texts(calls)) if family == "search"
-                   else file_outcome(task, workspace))
-        rows[int(calls[0]["weight_version"]) // args.every * args.every][f"{family}:{outcome}"] += 1
+        row = rows[calls[0].weight_version // args.every * args.every]
+        if family == "search":
+            row[f"search:{search_outcome(task, workspace, records.summary_texts(calls))}"] += 1
+            reports[calls[0].weight_version // args.every * args.every][records.value_report(task, calls)] += 1
+        else:
+            row[f"{family}:{file_outcome(task, workspace)}"] += 1
     for version, counts in sorted(rows.items()):
         total = sum(counts.values())
         passed = sum(n for key, n in counts.items() if key.endswith(":pass"))
         print(f"versions {version}-{version + args.every - 1}: {total} executions, pass rate {passed / total:.3f}")
         for key, n in sorted(counts.items(), key=lambda item: -item[1]):
             print(f"  {key:40s} {n:4d}")
+        if reports[version]:  # where a search execution's value went wrong first: the copy out of the page
+            print("  the value page's sub-agent reported: " + ", ".join(
+                f"{kind} {n}" for kind, n in sorted(reports[version].items(), key=lambda item: -item[1])))
 
 
 if __name__ == "__main__":

@@ -3,7 +3,7 @@
     python recipes/learn/make_tasks.py [--out recipes/learn/tasks] [--train 288] [--dev 48] [--test 48]
                                        [--families search] [--drills 576] [--drill-families write,write2,copy]
                                        [--lookups 192]
-                                       [--words 45] [--seed 0]
+                                       [--words 45] [--seed 0] [--report-mistake outdated|missed]
 
 Every task is an NL2RepoBench task folder (start.md, test_case_count.txt, test_commands.json,
 test_files.json, hidden/, reference/, plus Gyre's optional workspace/ of starting files), scored by two
@@ -42,6 +42,14 @@ decoding the imitating model greedily cannot remove that mistake: only the rewar
 without writing the file with probability 0.25. In the other families it picks the outdated value with
 probability 0.35, stops after the first of two files with probability 0.3, and copies into the source path
 instead of the new one with probability 0.35.
+
+``--report-mistake missed`` changes only the demonstrations (the tasks are byte for byte the same): on the page
+holding the value, the sub-agent of ``search`` and ``lookup`` reports no value (``NOT_FOUND``) with the same
+probabilities (0.6, 0.35) instead of the outdated one, and the main agent, told no page holds it, finishes
+without writing. Every value the demonstrator copies out of a page is then the current one, so the copy itself
+has one right answer and the mistake is a decision at the report's first word. Why: a sub-agent imitating a
+demonstrator that copies either line, sampled at temperature 1, mostly reports words of neither or of both
+(recipes/learn/README.md, "Copying out of a page").
 
 ``drills/`` (training only, never validated) holds ``--drills`` tasks of the copying families
 (``--drill-families``: ``write``, ``write2``, ``copy``) with their demonstrations: the recipe's warm start
@@ -104,7 +112,9 @@ ANCHOR_WORDS = ("file",)
 PAGES = 6
 CONTEXT_CHARS = 1600
 COMPACTION_MARGIN = 150  # characters the demonstrator's conversation keeps from CONTEXT_CHARS on either side
-OUTDATED_REPORT_PROBABILITY = 0.6  # the demonstrator's sub-agent reports the outdated value
+OUTDATED_REPORT_PROBABILITY = 0.6  # the demonstrator's sub-agent reports the outdated value (--report-mistake outdated)
+MISSED_REPORT_PROBABILITY = 0.6  # ... or no value on the page that holds it (--report-mistake missed)
+REPORT_MISTAKES = ("outdated", "missed")
 NO_WRITE_PROBABILITY = 0.25  # the demonstrator finishes after the summary without writing the file
 # The other families.
 STALE_PROBABILITY = 0.35  # the demonstrator writes the outdated value
@@ -123,6 +133,7 @@ PAGE_NAME = "page{index}.txt"
 PAGE_TASK = "Find the current value in page{index}.txt."
 EMPTY_PAGE = "No value on this page.\n"
 NOT_FOUND = "No current value in page{index}.txt."
+NONE_FOUND = "No current value in the pages."  # the summary after a missed value (--report-mistake missed)
 FOUND = 'The current value is "{value}".'
 CURRENT_LINE = 'current value: "{value}"'
 OUTDATED_LINE = 'outdated value: "{value}"'
@@ -183,7 +194,7 @@ def report_call(report: str) -> dict:
     return {"name": "report", "arguments": {"report": report}}
 
 
-def make_search(task_id: str, out: str, new: str, old: str, rng: random.Random) -> Task:
+def make_search(task_id: str, out: str, new: str, old: str, rng: random.Random, report_mistake: str = "outdated") -> Task:
     """Six pages, one holding the current value (and an outdated one, in either order); see the module docstring."""
     found_on = rng.randrange(1, PAGES + 1)
     value_page = page_text(new, old, rng)
@@ -191,18 +202,30 @@ def make_search(task_id: str, out: str, new: str, old: str, rng: random.Random) 
              for i in range(1, PAGES + 1)}
     delegate = {"tool_calls": [{"name": "delegate", "arguments": {"task": PAGE_TASK.format(index=i)}}
                                for i in range(1, PAGES + 1)]}
-    o, n = OUTDATED_REPORT_PROBABILITY, NO_WRITE_PROBABILITY
-    demonstrations = []
-    for reported, p_report, label in ((new, 1 - o, ""), (old, o, "sub-agent reports the outdated value")):
+
+    def read_pages(found: str | None) -> list[dict]:
         replies = [delegate]
         for i in range(1, PAGES + 1):
-            report = FOUND.format(value=reported) if i == found_on else NOT_FOUND.format(index=i)
+            report = FOUND.format(value=found) if i == found_on and found else NOT_FOUND.format(index=i)
             replies += [sub(read_call(PAGE_NAME.format(index=i))), sub(report_call(report))]
-        replies.append({"agent": "main-summary", "text": FOUND.format(value=reported)})
+        return replies
+
+    n = NO_WRITE_PROBABILITY
+    if report_mistake == "outdated":
+        o, reports = OUTDATED_REPORT_PROBABILITY, ((new, 1 - OUTDATED_REPORT_PROBABILITY, ""),
+                                                   (old, OUTDATED_REPORT_PROBABILITY, "sub-agent reports the outdated value"))
+    else:  # the one copy out of the page stays unambiguous; missing the value is a decision at the report's first word
+        o, reports = MISSED_REPORT_PROBABILITY, ((new, 1 - MISSED_REPORT_PROBABILITY, ""),)
+    demonstrations = []
+    for reported, p_report, label in reports:
+        replies = [*read_pages(reported), {"agent": "main-summary", "text": FOUND.format(value=reported)}]
         for writes, p_write in ((True, 1 - n), (False, n)):
             behaviour = ", ".join(filter(None, (label, "" if writes else "finishes without writing"))) or "expert"
             calls = [*replies, *([write_call(out, reported)] if writes else []), FINISH]
             demonstrations.append({"behaviour": behaviour, "probability": p_report * p_write, "calls": calls})
+    if report_mistake == "missed":
+        demonstrations.append({"behaviour": "sub-agent misses the value", "probability": o,
+                               "calls": [*read_pages(None), {"agent": "main-summary", "text": NONE_FOUND}, FINISH]})
     check_compaction(task_id, out, new)
     return Task(
         task_id,
@@ -216,18 +239,24 @@ def make_search(task_id: str, out: str, new: str, old: str, rng: random.Random) 
     )
 
 
-def make_lookup(task_id: str, out: str, new: str, old: str, rng: random.Random) -> Task:
+def make_lookup(task_id: str, out: str, new: str, old: str, rng: random.Random, report_mistake: str = "outdated") -> Task:
     """One page holding the current and the outdated value, handed to a sub-agent; see the module docstring."""
     index = rng.randrange(1, PAGES + 1)
     page, text = PAGE_NAME.format(index=index), page_text(new, old, rng)
     delegate = {"name": "delegate", "arguments": {"task": PAGE_TASK.format(index=index)}}
     s = STALE_PROBABILITY
     demonstrations = [
-        {"behaviour": behaviour, "probability": probability,
-         "calls": [delegate, sub(read_call(page)), sub(report_call(FOUND.format(value=value))),
-                   write_call(out, value), FINISH]}
-        for value, probability, behaviour in ((new, 1 - s, "expert"), (old, s, "sub-agent reports the outdated value"))
+        {"behaviour": "expert", "probability": 1 - s,
+         "calls": [delegate, sub(read_call(page)), sub(report_call(FOUND.format(value=new))), write_call(out, new), FINISH]}
     ]
+    if report_mistake == "outdated":
+        demonstrations.append({"behaviour": "sub-agent reports the outdated value", "probability": s,
+                               "calls": [delegate, sub(read_call(page)), sub(report_call(FOUND.format(value=old))),
+                                         write_call(out, old), FINISH]})
+    else:
+        demonstrations.append({"behaviour": "sub-agent misses the value", "probability": s,
+                               "calls": [delegate, sub(read_call(page)), sub(report_call(NOT_FOUND.format(index=index))),
+                                         FINISH]})
     instruction = LOOKUP_INSTRUCTION.format(out=out, index=index)
     after_report = conversation_chars([instruction_message(instruction), assistant(delegate),
                                        tool(FOUND.format(value=new)), assistant(write_call(out, new))])
@@ -277,6 +306,9 @@ def check_compaction(task_id: str, out: str, value: str, margin: int = COMPACTIO
     delegates = [{"name": "delegate", "arguments": {"task": PAGE_TASK.format(index=i)}} for i in range(1, PAGES + 1)]
     before = conversation_chars([task, assistant(*delegates), *[tool(NOT_FOUND.format(index=i)) for i in range(1, PAGES)],
                                  tool(FOUND.format(value=value))])
+    # a demonstrator that missed the value has the shorter conversation (--report-mistake missed): it must pass too
+    before = min(before, conversation_chars([task, assistant(*delegates),
+                                             *[tool(NOT_FOUND.format(index=i)) for i in range(1, PAGES + 1)]]))
     summary = f"{task['content']}\n\nSummary of your work so far:\n{FOUND.format(value=value)}"
     after = conversation_chars([{"role": "user", "content": summary}, assistant(write_call(out, value)),
                                 tool(f"wrote {len(value)} characters to {out}")])
@@ -356,7 +388,7 @@ def fixed_texts() -> list[str]:
     harness = [reference.MAIN_SYSTEM, reference.SUB_SYSTEM, reference.SUMMARY_PROMPT, reference.EXPLORE_TASK,
                reference.INVALID_REPLY, reference.NO_TOOL_CALL, json.dumps(MAIN_TOOLS), json.dumps(SUB_TOOLS),
                "Task:\n", "\n\nSummary of your work so far:\n", "A helper explored the repository and reported:"]
-    suite = [SEARCH_INSTRUCTION, LOOKUP_INSTRUCTION, PAGE_TASK, EMPTY_PAGE, NOT_FOUND, FOUND, CURRENT_LINE, OUTDATED_LINE,
+    suite = [SEARCH_INSTRUCTION, LOOKUP_INSTRUCTION, PAGE_TASK, EMPTY_PAGE, NOT_FOUND, NONE_FOUND, FOUND, CURRENT_LINE, OUTDATED_LINE,
              file_item("", "", ""), "Create the file .", "Create two files:\n1. \n2. ",
              'Copy the content of "" into the new file "". Leave "" as it is.', json.dumps(FINISH),
              "wrote 10 characters to "]
@@ -411,18 +443,19 @@ class Strings:
         return f"{a}-{b}"
 
 
-def make_tasks(split: str, count: int, families: tuple[str, ...], strings: Strings, rng: random.Random) -> list[Task]:
+def make_tasks(split: str, count: int, families: tuple[str, ...], strings: Strings, rng: random.Random,
+               report_mistake: str = "outdated") -> list[Task]:
     tasks = []
     for index in range(count):
         family = families[index % len(families)]
         strings.room_for(6)  # the most pairs one task takes (write2)
         task_id = f"{split}-{family}-{index:0{max(3, len(str(count - 1)))}d}"
         if family == "search":
-            tasks.append(make_search(task_id, strings.path(), strings.value(), strings.value(), rng))
+            tasks.append(make_search(task_id, strings.path(), strings.value(), strings.value(), rng, report_mistake))
         elif family == "write":
             tasks.append(make_write(task_id, strings.path(), strings.value(), strings.value()))
         elif family == "lookup":
-            tasks.append(make_lookup(task_id, strings.path(), strings.value(), strings.value(), rng))
+            tasks.append(make_lookup(task_id, strings.path(), strings.value(), strings.value(), rng, report_mistake))
         elif family == "write2":
             first = (strings.path(), strings.value(), strings.value())
             tasks.append(make_write2(task_id, first, (strings.path(), strings.value(), strings.value())))
@@ -463,10 +496,12 @@ def check_families(flag: str, families: tuple[str, ...]) -> None:
 
 def generate(out: Path, counts: dict[str, int], families: tuple[str, ...], words: int, seed: int,
              drills: int = 0, drill_families: tuple[str, ...] = ("write", "write2", "copy"),
-             lookups: int = 0) -> dict[str, list[Task]]:
+             lookups: int = 0, report_mistake: str = "outdated") -> dict[str, list[Task]]:
     """Write the suite under ``out`` (train/, dev/, test/, drills/ when ``drills`` or ``lookups``, rename.json);
     returns the tasks by split."""
     check_families("--families", families)
+    if report_mistake not in REPORT_MISTAKES:
+        raise SystemExit(f"--report-mistake: {report_mistake!r}; choose one of {list(REPORT_MISTAKES)}")
     if drills:
         check_families("--drill-families", drill_families)
     fixed = fixed_token_words(WORDS)
@@ -475,17 +510,19 @@ def generate(out: Path, counts: dict[str, int], families: tuple[str, ...], words
         raise SystemExit(f"--words must be between 2 and {len(usable)} (words no fixed text holds)")
     rng = random.Random(seed)
     strings = Strings(usable[:words], rng)
-    tasks = {split: make_tasks(split, counts[split], families, strings, rng) for split in HELD_OUT[::-1]}
+    tasks = {split: make_tasks(split, counts[split], families, strings, rng, report_mistake) for split in HELD_OUT[::-1]}
     held_out_pairs = set(strings.used)
-    tasks["train"] = make_tasks("train", counts["train"], families, strings, rng)
+    tasks["train"] = make_tasks("train", counts["train"], families, strings, rng, report_mistake)
     if drills:  # their own pairs and generator, so the splits above are the same with or without them
         drill_strings = Strings([*usable[:words], *ANCHOR_WORDS], random.Random(f"{seed}-{DRILLS}"), avoid=held_out_pairs,
                                 reuse=True)
-        tasks[DRILLS] = make_tasks("drill", drills, drill_families, drill_strings, random.Random(f"{seed}-{DRILLS}"))
+        tasks[DRILLS] = make_tasks("drill", drills, drill_families, drill_strings, random.Random(f"{seed}-{DRILLS}"),
+                                   report_mistake)
     if lookups:  # their own pairs and generator too, so the drills above are the same with or without them
         lookup_rng = random.Random(f"{seed}-{DRILLS}-lookup")
         lookup_strings = Strings([*usable[:words], *ANCHOR_WORDS], lookup_rng, avoid=held_out_pairs, reuse=True)
-        tasks.setdefault(DRILLS, []).extend(make_tasks("drill", lookups, ("lookup",), lookup_strings, lookup_rng))
+        tasks.setdefault(DRILLS, []).extend(make_tasks("drill", lookups, ("lookup",), lookup_strings, lookup_rng,
+                                                       report_mistake))
     for split in (*SPLITS, DRILLS, "heldout"):  # heldout: the two-split layout this suite had before
         shutil.rmtree(out / split, ignore_errors=True)
     for split, split_tasks in tasks.items():
@@ -512,10 +549,13 @@ def main() -> None:
     parser.add_argument("--lookups", type=int, default=192, help="training-only lookup drills (a sub-agent reads a page)")
     parser.add_argument("--words", type=int, default=45, help="how many words names are made of")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--report-mistake", choices=REPORT_MISTAKES, default="outdated",
+                        help="the demonstrator's sub-agent, on the page holding the value: reports the outdated one, "
+                             "or misses it (reports no value)")
     args = parser.parse_args()
     tasks = generate(args.out, {"train": args.train, "dev": args.dev, "test": args.test}, comma_list(args.families),
                      args.words, args.seed, drills=args.drills, drill_families=comma_list(args.drill_families),
-                     lookups=args.lookups)
+                     lookups=args.lookups, report_mistake=args.report_mistake)
     print("wrote " + ", ".join(f"{len(found)} {split}" for split, found in tasks.items()) + f" tasks under {args.out}")
 
 

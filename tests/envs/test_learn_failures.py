@@ -11,25 +11,43 @@ import sys
 from pathlib import Path
 
 from gyre.models import load_tokenizer
+from gyre.protocol import CallRecord
+from gyre.proxy.record_format import encode_record
 
 ROOT = Path(__file__).resolve().parents[2]
 SUITE = ROOT / "recipes" / "learn" / "tasks"
 
 
-def left_behind(run: Path, execution: str, version: int, files: dict[str, str], summary: tuple[str, str] | None = None) -> None:
+def left_behind(run: Path, execution: str, version: int, files: dict[str, str], summary: tuple[str, str] | None = None,
+                report: tuple[str, str] | None = None) -> None:
     """An execution of ``run`` whose first call was made by ``version`` and whose workspace holds ``files``;
-    ``summary``: the (prompt, response) texts of its summary call."""
+    ``summary``: the (prompt, response) texts of its summary call; ``report``: (the page, the report call a sub-agent
+    handed that page made). Records are written as the proxy writes them (a continuing call as a prompt delta)."""
     workspace = run / "executions" / execution / "workspace"
     workspace.mkdir(parents=True)
     for name, content in files.items():
         (workspace / name).write_text(content if content.endswith("\n") else content + "\n")
-    lines = [{"weight_version": version, "agent": "main"}]
+    tokenizer = load_tokenizer("small")
+    ids = lambda text: tokenizer.encode(text, add_special_tokens=False)  # noqa: E731
+    call = lambda n, agent, prompt, response: CallRecord(  # noqa: E731
+        execution, f"{execution}:{n}", agent, prompt, response, [0.0] * len(response), version)
+    first = call(0, "main", ids("Task:\nWrite the current value"), ids("<tool_call>"))
+    lines = [encode_record(first)]
+    if report is not None:
+        page, text = report
+        task = call(1, "sub", ids(f"Find the current value in {page}."),
+                    ids(f'<tool_call>{{"name": "read_file", "arguments": {{"path": "{page}"}}}}</tool_call>'))
+        reported = call(2, "sub", [*task.prompt_ids, *task.response_ids, *ids("page text")], ids(text))
+        # the proxy writes the report's prompt as a delta: the read call's prompt and response, then the page
+        delta = {key: value for key, value in json.loads(encode_record(reported)).items() if key != "prompt_ids"}
+        delta["prompt_delta"] = {"parent": task.call_id, "reused": len(task.prompt_ids) + len(task.response_ids),
+                                 "ids": ids("page text")}
+        lines += [encode_record(task), json.dumps(delta)]
     if summary is not None:
-        tokenizer = load_tokenizer("small")
-        prompt, response = (tokenizer.encode(text, add_special_tokens=False) for text in summary)
-        lines.append({"weight_version": version, "agent": "main-summary", "prompt_ids": prompt, "response_ids": response})
+        prompt, response = (ids(text) for text in summary)
+        lines.append(encode_record(call(3, "main-summary", prompt, response)))
     (run / "records").mkdir(exist_ok=True)
-    (run / "records" / f"{execution}.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+    (run / "records" / f"{execution}.jsonl").write_text("".join(line + "\n" for line in lines))
 
 
 def counts(run: Path, split: str, suite: Path) -> dict[str, dict[str, int]]:
@@ -40,6 +58,9 @@ def counts(run: Path, split: str, suite: Path) -> dict[str, dict[str, int]]:
         if line.startswith("versions"):
             header = line
             rows[header] = {}
+        elif line.strip().startswith("the value page's sub-agent reported: "):
+            rows[header]["reported"] = {kind: int(n) for kind, n in
+                                        (item.split() for item in line.split(": ", 1)[1].split(", "))}
         else:
             key, count = line.split()
             rows[header][key] = int(count)
@@ -52,18 +73,25 @@ def test_each_mistake_of_the_search_family_is_named_with_the_role_that_made_it(t
     (out, new), = ((p.name, p.read_text().strip()) for p in (task / "reference").iterdir())
     old = next(re.search(r'"([^"]+)"', line).group(1) for text in pages.values() for line in text.splitlines()
                if line.startswith("outdated"))
+    page = next(name for name, text in pages.items() if "current value" in text)
     run = tmp_path / "run"
     reported = lambda value: (f'<tool_response>\nThe current value is "{value}".\n</tool_response>', f'The current value is "{old}".')  # noqa: E731
-    left_behind(run, f"{task.name}-s0-a", 0, {**pages, out: new})
-    left_behind(run, f"{task.name}-s1-b", 1, {**pages, out: old}, summary=reported(old))
-    left_behind(run, f"{task.name}-s2-c", 2, {**pages, out: old}, summary=reported(new))
-    left_behind(run, f"{task.name}-s3-d", 3, dict(pages))
-    left_behind(run, f"{task.name}-s0-e", 8, {**pages, out: f"{new}-{old}"})
-    left_behind(run, f"{task.name}-s1-f", 9, {**pages, "page1.txt": new, out: new})
+    report = lambda text: (page, f'<tool_call>\n{{"name": "report", "arguments": {{"report": "{text}"}}}}\n</tool_call>')  # noqa: E731
+    value = lambda v: report(f'The current value is \\"{v}\\".')  # noqa: E731  (escaped in the call's JSON)
+    mixed = f"{new.split('-')[0]}-{old.split('-')[1]}"
+    left_behind(run, f"{task.name}-s0-a", 0, {**pages, out: new}, report=value(new))
+    left_behind(run, f"{task.name}-s1-b", 1, {**pages, out: old}, summary=reported(old), report=value(old))
+    left_behind(run, f"{task.name}-s2-c", 2, {**pages, out: old}, summary=reported(new), report=value(new))
+    left_behind(run, f"{task.name}-s3-d", 3, dict(pages), report=report(f"No current value in {page}."))
+    left_behind(run, f"{task.name}-s0-e", 8, {**pages, out: mixed}, report=value(mixed))
+    left_behind(run, f"{task.name}-s1-f", 9, {**pages, "page1.txt": new, out: new}, report=value("zzz-yyy"))
+    left_behind(run, f"{task.name}-s2-g", 10, {**pages, out: "zzz-yyy"})
     assert counts(run, "dev", SUITE) == {
         "versions 0-7: 4 executions, pass rate 0.250": {
-            "search:pass": 1, "search:outdated_from_sub": 1, "search:outdated_from_summary": 1, "search:no_write": 1},
-        "versions 8-15: 2 executions, pass rate 0.000": {"search:garbled_value": 1, "search:page_changed": 1},
+            "search:pass": 1, "search:outdated_from_sub": 1, "search:outdated_from_summary": 1, "search:no_write": 1,
+            "reported": {"current": 2, "outdated": 1, "missed": 1}},
+        "versions 8-15: 3 executions, pass rate 0.000": {
+            "search:garbled_value": 2, "search:page_changed": 1, "reported": {"mixed": 1, "garbled": 1, "none": 1}},
     }
 
 

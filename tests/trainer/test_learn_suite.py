@@ -146,6 +146,45 @@ def test_the_warm_start_demonstrates_the_drills_beside_the_training_tasks(tmp_pa
         record_suite_demonstrations(cfg, "tiny", 1, tmp_path / "again", also=[str(tmp_path / "suite" / "train")])
 
 
+def test_a_demonstrator_that_misses_the_value_changes_only_the_demonstrations(tmp_path):
+    """``--report-mistake missed``: the same tasks; on the page holding the value the demonstrator's sub-agent
+    reports no value (never the outdated one), and the main agent then finishes without writing. Recorded
+    through the proxy with the recipe's harness: the roles the script names, and the reward tells the two apart."""
+    make_tasks = make_tasks_module()
+    counts = {"train": 2, "dev": 0, "test": 0}
+    make_tasks.generate(tmp_path / "outdated", counts, ("search",), 45, 0, drills=0, lookups=2)
+    make_tasks.generate(tmp_path / "missed", counts, ("search",), 45, 0, drills=0, lookups=2, report_mistake="missed")
+    for task in (tmp_path / "missed" / "train").iterdir():
+        other = tmp_path / "outdated" / "train" / task.name
+        assert all(same_tree(task / d, other / d) for d in ("hidden", "reference", "workspace"))
+        assert (task / "start.md").read_text() == (other / "start.md").read_text()
+        demos = [json.loads(line) for line in (task / "demonstrations.jsonl").read_text().splitlines()]
+        assert sum(d["probability"] for d in demos) == pytest.approx(1)
+        assert not any("outdated" in d["behaviour"] for d in demos)
+    with pytest.raises(SystemExit, match="--report-mistake"):
+        make_tasks.generate(tmp_path / "bad", counts, ("search",), 45, 0, report_mistake="sometimes")
+
+    harness = {**RECIPE["harness"], "progress": False, "concurrency": 4}
+    tasks = [*load_tasks("nl2repo", tmp_path / "missed" / "train").tasks, *load_tasks("nl2repo", tmp_path / "missed" / "drills").tasks]
+    run = asyncio.run(record_demonstrations(tasks, model_path="tiny", harness_config=HarnessConfig.from_mapping(harness),
+                                            sandbox=Sandbox(), run_dir=tmp_path / "demos", samples_per_task=6, seed=0))
+    tokenizer = load_tokenizer("tiny")
+    seen = Counter()
+    for execution in run.executions:
+        behaviour = run.behaviours[execution.id]
+        missed, wrote = "misses the value" in behaviour, "without writing" not in behaviour and "misses" not in behaviour
+        assert execution.status == "finished", execution.reward_detail
+        assert execution.reward == (1.0 if wrote else 0.0), (execution.id, behaviour)
+        agents = [call.agent for call in execution.calls]
+        if "-lookup-" in execution.id:
+            assert agents == ["main", "sub", "sub", "main"] + ["main"] * wrote
+        else:
+            assert agents == ["main"] + ["sub"] * 12 + ["main-summary"] + ["main"] * (1 + wrote)
+            assert (make_tasks.NONE_FOUND in tokenizer.decode(list(execution.calls[13].response_ids))) == missed
+        seen["lookup" if "-lookup-" in execution.id else "search", missed] += 1
+    assert set(seen) == {("search", True), ("search", False), ("lookup", True), ("lookup", False)}, seen
+
+
 @pytest.fixture(scope="module")
 def demonstrated(tmp_path_factory):
     """Demonstrations of three training tasks, four each, with the recipe's harness settings, through the proxy."""
