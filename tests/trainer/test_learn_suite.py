@@ -255,3 +255,20 @@ def test_the_copy_probe_reads_every_write_context_the_harness_records(demonstrat
     (tmp_path / "records").mkdir()
     with pytest.raises(SystemExit, match="no recorded search execution"):
         copy_probe.probe("tiny", tmp_path)
+
+
+def test_failures_reads_what_each_sub_agent_reported_from_the_proxys_records(demonstrated):
+    """recipes/learn/failures.py on records the proxy wrote (prompts stored as deltas): the report of the sub-agent
+    that read the value's page, and the summary's text, are found in every demonstrated execution."""
+    spec = importlib.util.spec_from_file_location("learn_failures", ROOT / "recipes" / "learn" / "failures.py")
+    failures = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(failures)
+    records = failures.Records(Path(demonstrated.records).parent)
+    for execution in demonstrated.executions:
+        calls = records.calls(execution.id)
+        assert any("prompt_delta" in line for line in (Path(demonstrated.records) / f"{execution.id}.jsonl").read_text().splitlines())
+        task = SUITE / "train" / re.match(r"demo-(train-search-\d+)-", execution.id).group(1)
+        outdated = "outdated" in demonstrated.behaviours[execution.id]
+        assert records.value_report(task, calls) == ("outdated" if outdated else "current")
+        prompt, summary = records.summary_texts(calls)
+        assert summary.startswith("The current value is") and prompt.count("<tool_response>") == 6
