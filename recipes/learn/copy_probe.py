@@ -12,7 +12,9 @@ probability the model gives each copied word at two places:
 - the report: the sub-agent that read the page holding the value, with the right ``report`` appended: the words
   of the current value (``report1``, ``report2``), copied out of a tool's output; and ``report1_either``, the
   probability of the current or the outdated value's first word there (the demonstrator reports the outdated
-  one more often than not: a model that copies puts its mass on the two, one that garbles elsewhere).
+  one more often than not: a model that copies puts its mass on the two, one that garbles elsewhere);
+- the summary: the main agent's summary call, with the value a sub-agent reported (as the records hold it)
+  appended as the summary's text: its words (``summary1``, ``summary2``), copied out of the six reports.
 
 A model that copies puts most of its probability there; one that does not sits at chance (one word of the
 suite's 45).
@@ -43,8 +45,11 @@ SUMMARY_VALUE = re.compile(r'Summary of your work so far:\nThe current value is 
 PAGE_VALUE = re.compile(r'\ncurrent value: "([a-z]+)-([a-z]+)"')  # a page's line (make_tasks.py: CURRENT_LINE)
 PAGE_OUTDATED = re.compile(r'\noutdated value: "([a-z]+)-([a-z]+)"')  # (OUTDATED_LINE)
 # the short-context phase keeps the shared prompt's last token (the newline) onwards
-SHORT_FROM = {"main": "Task:\n", "sub": "<|im_start|>user\n"}
-POSITIONS = ("path1", "path2", "value1", "value2", "report1", "report2", "report1_either")
+SHORT_FROM = {"main": "Task:\n", "main-summary": "Task:\n", "sub": "<|im_start|>user\n"}
+REPORTED = re.compile(r'<tool_response>\nThe current value is "([a-z]+)-([a-z]+)"\.')  # a report, as the main agent reads it
+WORDS_AT = {"main": ("path1", "path2", "value1", "value2"), "sub": ("report1", "report2"),
+            "main-summary": ("summary1", "summary2")}
+POSITIONS = (*WORDS_AT["main"], *WORDS_AT["sub"], "report1_either", *WORDS_AT["main-summary"])
 TOOL_NAME_AT = '<tool_call>\n{"name": "'  # the tool name's first token comes next
 
 
@@ -69,6 +74,10 @@ def write_contexts(run: Path, tokenizer) -> list[tuple[str, str, str, tuple[str,
                 outdated = PAGE_OUTDATED.search(text).group(1)
                 contexts.append(("sub", text, f'<tool_call>\n{{"name": "report", "arguments": {{"report": '
                                               f'"The current value is \\"{a}-{b}\\"."}}}}', (a, b, outdated)))
+        for agent, text in prompts:  # the summary, copying the value a sub-agent reported (as it reported it)
+            if agent == "main-summary" and (reported := REPORTED.search(text)):
+                a, b = reported.groups()
+                contexts.append(("main-summary", text, f'The current value is "{a}-{b}".', (a, b)))
     return contexts
 
 
@@ -100,7 +109,7 @@ def probe(checkpoint: str, run: Path, short: bool = False) -> dict[str, dict[str
             decision_p.append((float(row[write]), float(row[finish])))
         # each word is one token (make_tasks.py picks them so); find it after the previous one
         at = 0
-        for position, word in zip(POSITIONS[:4] if agent == "main" else POSITIONS[4:6], words):
+        for position, word in zip(WORDS_AT[agent], words):
             token = tokenizer.encode(word, add_special_tokens=False)[0]
             at = target.index(token, at)
             row = logp[len(prompt) + at - 1]
