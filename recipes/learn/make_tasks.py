@@ -49,7 +49,7 @@ probabilities (0.6, 0.35) instead of the outdated one, and the main agent, told 
 without writing. Every value the demonstrator copies out of a page is then the current one, so the copy itself
 has one right answer and the mistake is a decision at the report's first word. Why: a sub-agent imitating a
 demonstrator that copies either line, sampled at temperature 1, mostly reports words of neither or of both
-(recipes/learn/README.md, "Copying out of a page").
+(recipes/learn/README.md, "Where a sampled value goes wrong").
 
 ``drills/`` (training only, never validated) holds ``--drills`` tasks of the copying families
 (``--drill-families``: ``write``, ``write2``, ``copy``) with their demonstrations: the recipe's warm start
