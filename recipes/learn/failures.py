@@ -116,8 +116,8 @@ class Records:
     def value_report(self, task: Path, calls: list) -> str:
         """What the sub-agent handed the page holding the value reported: ``current``, ``outdated``, ``mixed``
         (words of both), ``garbled`` (a value of other words), ``missed`` (no value), ``none`` (no report)."""
-        value_page = next(p for p in (task / "workspace").iterdir() if "current value" in p.read_text())
-        new, old = (LINE_VALUE[kind].search(value_page.read_text()).group(1) for kind in ("current", "outdated"))
+        value_page, text = next((p, t) for p in (task / "workspace").iterdir() if "current value" in (t := p.read_text()))
+        new, old = (LINE_VALUE[kind].search(text).group(1) for kind in ("current", "outdated"))
         for call in calls:
             if call.agent != "sub":
                 continue
@@ -152,12 +152,12 @@ def main() -> None:
             continue  # no call made, or not a task of this suite
         family = task.name.split("-")[1]
         workspace = execution / "workspace"
-        row = rows[calls[0].weight_version // args.every * args.every]
+        version = calls[0].weight_version // args.every * args.every
         if family == "search":
-            row[f"search:{search_outcome(task, workspace, records.summary_texts(calls))}"] += 1
-            reports[calls[0].weight_version // args.every * args.every][records.value_report(task, calls)] += 1
+            rows[version][f"search:{search_outcome(task, workspace, records.summary_texts(calls))}"] += 1
+            reports[version][records.value_report(task, calls)] += 1
         else:
-            row[f"{family}:{file_outcome(task, workspace)}"] += 1
+            rows[version][f"{family}:{file_outcome(task, workspace)}"] += 1
     for version, counts in sorted(rows.items()):
         total = sum(counts.values())
         passed = sum(n for key, n in counts.items() if key.endswith(":pass"))

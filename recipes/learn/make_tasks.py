@@ -210,12 +210,11 @@ def make_search(task_id: str, out: str, new: str, old: str, rng: random.Random, 
             replies += [sub(read_call(PAGE_NAME.format(index=i))), sub(report_call(report))]
         return replies
 
-    n = NO_WRITE_PROBABILITY
+    n, o, m = NO_WRITE_PROBABILITY, OUTDATED_REPORT_PROBABILITY, MISSED_REPORT_PROBABILITY
     if report_mistake == "outdated":
-        o, reports = OUTDATED_REPORT_PROBABILITY, ((new, 1 - OUTDATED_REPORT_PROBABILITY, ""),
-                                                   (old, OUTDATED_REPORT_PROBABILITY, "sub-agent reports the outdated value"))
+        reports = ((new, 1 - o, ""), (old, o, "sub-agent reports the outdated value"))
     else:  # the one copy out of the page stays unambiguous; missing the value is a decision at the report's first word
-        o, reports = MISSED_REPORT_PROBABILITY, ((new, 1 - MISSED_REPORT_PROBABILITY, ""),)
+        reports = ((new, 1 - m, ""),)
     demonstrations = []
     for reported, p_report, label in reports:
         replies = [*read_pages(reported), {"agent": "main-summary", "text": FOUND.format(value=reported)}]
@@ -224,7 +223,7 @@ def make_search(task_id: str, out: str, new: str, old: str, rng: random.Random, 
             calls = [*replies, *([write_call(out, reported)] if writes else []), FINISH]
             demonstrations.append({"behaviour": behaviour, "probability": p_report * p_write, "calls": calls})
     if report_mistake == "missed":
-        demonstrations.append({"behaviour": "sub-agent misses the value", "probability": o,
+        demonstrations.append({"behaviour": "sub-agent misses the value", "probability": m,
                                "calls": [*read_pages(None), {"agent": "main-summary", "text": NONE_FOUND}, FINISH]})
     check_compaction(task_id, out, new)
     return Task(
