@@ -42,6 +42,7 @@ class SFTConfig:
     lr: float = 1e-3
     min_lr_ratio: float = 0.1  # cosine decay to lr * min_lr_ratio
     warmup_steps: int = 10
+    hold_peak_until: int = 0  # the peak lr is kept up to this step; from it on, the cosine's own value (`lr_factor`)
     weight_decay: float = 0.0
     max_grad_norm: float | None = 1.0
     max_tokens_per_microbatch: int = 16384
@@ -61,6 +62,8 @@ class SFTConfig:
                 raise ValueError(f"sft.{name} must be >= 1, got {getattr(self, name)}")
         if self.lr <= 0 or not 0 <= self.min_lr_ratio <= 1:
             raise ValueError(f"sft.lr must be > 0 and sft.min_lr_ratio in [0, 1], got {self.lr}, {self.min_lr_ratio}")
+        if not 0 <= self.hold_peak_until <= self.steps:
+            raise ValueError(f"sft.hold_peak_until must be in [0, sft.steps={self.steps}], got {self.hold_peak_until}")
 
 
 def demonstration_trees(examples: list[SFTExample], batch_executions: int, loss_agg: str) -> list[TrajectoryTree]:
@@ -146,9 +149,16 @@ def sft_microbatch_backward(model: torch.nn.Module, batch: PackedBatch, cfg: SFT
 
 
 def lr_factor(step: int, cfg: SFTConfig) -> float:
-    """Linear warm-up, then cosine decay to ``min_lr_ratio``."""
+    """Linear warm-up, then cosine decay to ``min_lr_ratio`` over the rest of the run; with ``hold_peak_until``
+    the peak is kept up to that step and the lr then steps down onto the cosine where it would be by then.
+
+    Why the held peak: a small model copying values is still learning at a constant lr, but the final iterate
+    of a constant lr wanders (recipes/learn/README.md, "Where a sampled value goes wrong"); the step down onto
+    the cosine's tail settles it in the last steps only."""
     if step < cfg.warmup_steps:
         return (step + 1) / cfg.warmup_steps
+    if step < cfg.hold_peak_until:
+        return 1.0
     progress = (step - cfg.warmup_steps) / max(1, cfg.steps - cfg.warmup_steps)
     return cfg.min_lr_ratio + (1 - cfg.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * min(1.0, progress)))
 

@@ -17,7 +17,7 @@ from gyre.envs import Sandbox, load_tasks
 from gyre.harness.config import HarnessConfig
 from gyre.harness.demonstrations import DemonstrationError, read_demonstrations, record_demonstrations
 from gyre.models import load_tokenizer
-from gyre.trainer.sft import SFTConfig, SFTTrainer
+from gyre.trainer.sft import SFTConfig, SFTTrainer, lr_factor
 from gyre.trainer.sft_data import load_records, load_transcripts
 from gyre.trajectory import build_tree
 
@@ -165,3 +165,19 @@ def test_sft_resumes_where_it_stopped(demonstrations, tmp_path):
     second.fit(data.examples)
     assert [row["sft/loss"] for row in second.history] == pytest.approx([row["sft/loss"] for row in whole.history], rel=1e-4)
     shutil.rmtree(tmp_path)
+
+
+def test_a_held_peak_is_the_constant_run_resumed_onto_the_cosine_tail():
+    """hold_peak_until reproduces in one run what a constant-lr run resumed with a decaying schedule trained
+    (recipes/learn/README.md): the peak up to that step, then exactly the whole run's cosine from there."""
+    held = SFTConfig(steps=2400, lr=1e-3, min_lr_ratio=0.1, warmup_steps=20, hold_peak_until=1800)
+    constant = SFTConfig(steps=1800, lr=1e-3, min_lr_ratio=1.0, warmup_steps=20)
+    resumed = SFTConfig(steps=2400, lr=1e-3, min_lr_ratio=0.1, warmup_steps=20)
+    for step in (0, 10, 19, 20, 500, 1799):
+        assert lr_factor(step, held) == lr_factor(step, constant)
+    for step in (1800, 2000, 2399):
+        assert lr_factor(step, held) == lr_factor(step, resumed)
+    assert lr_factor(1799, held) == 1.0 and lr_factor(1800, held) == pytest.approx(0.234, abs=1e-3)  # the step down
+    assert lr_factor(2399, held) == pytest.approx(0.1, abs=1e-4)
+    with pytest.raises(ValueError, match="hold_peak_until"):
+        SFTConfig(steps=100, hold_peak_until=101)
