@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # The learning run on a CPU laptop, step by step: demonstrations -> SFT -> RL -> evaluation before and after.
 # Usage: bash examples/learning_on_cpu/run.sh [OUT_DIR]   (about 25 minutes on 2 cores)
-# Knobs (environment): SFT_STEPS (2400, the recipe's: the first half short-context, the peak lr held for three
-# quarters), TRAIN and DEV (the learn suite's task folders; the test split is the learning benchmark's alone),
-# DRILLS (the copying drills demonstrated beside TRAIN), RL_ARGS (extra overrides of the RL run, e.g.
-# RL_ARGS="trainer.total_steps=8"), EVAL_ARGS (extra overrides of both evaluations, e.g. EVAL_ARGS="eval.samples=4").
+# Knobs (environment): SFT_STEPS (1200), TRAIN and DEV (the learn suite's task folders; the test split is the
+# learning benchmark's alone), DRILLS (the copying drills demonstrated beside TRAIN), RL_ARGS (extra overrides
+# of the RL run, e.g. RL_ARGS="trainer.total_steps=8"), EVAL_ARGS (extra overrides of both evaluations, e.g.
+# EVAL_ARGS="eval.samples=4").
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${1:-runs/example_learning}
-SFT_STEPS=${SFT_STEPS:-2400}
+SFT_STEPS=${SFT_STEPS:-1200}
 TRAIN=${TRAIN:-recipes/learn/tasks/train}
 DEV=${DEV:-recipes/learn/tasks/dev}
 DRILLS=${DRILLS:-recipes/learn/tasks/drills}
@@ -22,10 +22,9 @@ harness.reference.tools=[read_file,write_file,delegate,finish] harness.reference
 # 1. Supervised warm start: record 2 demonstrations per training task of the learn suite through the proxy
 #    (the suite's imperfect demonstrator) and 2 of every copying drill, then train the built-in small model on
 #    them, the names in every demonstration renamed afresh at every step (rename.json: so that it learns to
-#    copy names, not fit them). The recipe's schedule (conf/recipe/learn.yaml: warm_start.sft).
+#    copy names, not fit them).
 python -m gyre.sft model.path=small env=learn env.path=$TRAIN data.demonstrations=2 "data.also_demonstrate=[$DRILLS]" $HARNESS \
-  sft.steps=$SFT_STEPS sft.short_context_steps=$((SFT_STEPS / 2)) sft.hold_peak_until=$((SFT_STEPS * 3 / 4)) \
-  sft.lr=1e-3 sft.min_lr_ratio=0.1 sft.warmup_steps=20 sft.torch_threads=2 sft.save_every=$SFT_STEPS run_dir=$OUT/sft \
+  sft.steps=$SFT_STEPS sft.short_context_steps=$((SFT_STEPS * 3 / 4)) sft.save_every=$SFT_STEPS run_dir=$OUT/sft \
   sft.rename_file=recipes/learn/tasks/rename.json
 
 # 2. Dev pass rate of the SFT checkpoint (every dev task twice).

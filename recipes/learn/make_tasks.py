@@ -3,7 +3,7 @@
     python recipes/learn/make_tasks.py [--out recipes/learn/tasks] [--train 288] [--dev 48] [--test 48]
                                        [--families search] [--drills 576] [--drill-families write,write2,copy]
                                        [--lookups 192]
-                                       [--words 45] [--seed 0] [--report-mistake missed|outdated]
+                                       [--words 45] [--seed 0] [--report-mistake outdated|missed]
 
 Every task is an NL2RepoBench task folder (start.md, test_case_count.txt, test_commands.json,
 test_files.json, hidden/, reference/, plus Gyre's optional workspace/ of starting files), scored by two
@@ -36,20 +36,20 @@ the suite's own sentences), so every token a held-out answer needs also occurs i
 (below) never rewrites a fixed text.
 
 Training tasks carry ``demonstrations.jsonl``: transcripts of an imperfect demonstrator (what a weaker
-model's logged runs would give), one line per behaviour with its probability. In ``search`` its sub-agent, on
-the page holding the value, misses it (reports ``NOT_FOUND``) with probability 0.6 (more often than not, so that
-decoding the imitating model greedily cannot remove that mistake: only the reward can), and the main agent,
-told no page holds it, finishes without writing; after a found value it finishes without writing the file with
-probability 0.25. In ``lookup`` the sub-agent misses the value with probability 0.35. In the other families it
-picks the outdated value with probability 0.35, stops after the first of two files with probability 0.3, and
-copies into the source path instead of the new one with probability 0.35.
+model's logged runs would give), one line per behaviour with its probability. In ``search`` its sub-agent
+reports the outdated value rather than the current one with probability 0.6 (more often than not, so that
+decoding the imitating model greedily cannot remove that mistake: only the reward can), and it finishes
+without writing the file with probability 0.25. In the other families it picks the outdated value with
+probability 0.35, stops after the first of two files with probability 0.3, and copies into the source path
+instead of the new one with probability 0.35.
 
-Why a missed value rather than the outdated one (``--report-mistake outdated``, the suite's demonstrator before
-2026-12-07; the tasks are byte for byte the same, only ``demonstrations.jsonl`` of ``train/`` and the ``lookup``
-drills differ): every value the demonstrator copies out of a page is then the current one, so the copy has one
-right answer and the mistake is a decision at the report's first word. A sub-agent imitating a demonstrator that
-copies either line, sampled at temperature 1, mostly reported words of neither or of both (recipes/learn/README.md,
-"Where a sampled value goes wrong").
+``--report-mistake missed`` changes only the demonstrations (the tasks are byte for byte the same): on the page
+holding the value, the sub-agent of ``search`` and ``lookup`` reports no value (``NOT_FOUND``) with the same
+probabilities (0.6, 0.35) instead of the outdated one, and the main agent, told no page holds it, finishes
+without writing. Every value the demonstrator copies out of a page is then the current one, so the copy itself
+has one right answer and the mistake is a decision at the report's first word. Why: a sub-agent imitating a
+demonstrator that copies either line, sampled at temperature 1, mostly reports words of neither or of both
+(recipes/learn/README.md, "Where a sampled value goes wrong").
 
 ``drills/`` (training only, never validated) holds ``--drills`` tasks of the copying families
 (``--drill-families``: ``write``, ``write2``, ``copy``) with their demonstrations: the recipe's warm start
@@ -112,9 +112,9 @@ ANCHOR_WORDS = ("file",)
 PAGES = 6
 CONTEXT_CHARS = 1600
 COMPACTION_MARGIN = 150  # characters the demonstrator's conversation keeps from CONTEXT_CHARS on either side
-MISSED_REPORT_PROBABILITY = 0.6  # the demonstrator's sub-agent reports no value on the page that holds it
-OUTDATED_REPORT_PROBABILITY = 0.6  # ... or the outdated value (--report-mistake outdated)
-REPORT_MISTAKES = ("missed", "outdated")
+OUTDATED_REPORT_PROBABILITY = 0.6  # the demonstrator's sub-agent reports the outdated value (--report-mistake outdated)
+MISSED_REPORT_PROBABILITY = 0.6  # ... or no value on the page that holds it (--report-mistake missed)
+REPORT_MISTAKES = ("outdated", "missed")
 NO_WRITE_PROBABILITY = 0.25  # the demonstrator finishes after the summary without writing the file
 # The other families.
 STALE_PROBABILITY = 0.35  # the demonstrator writes the outdated value
@@ -133,7 +133,7 @@ PAGE_NAME = "page{index}.txt"
 PAGE_TASK = "Find the current value in page{index}.txt."
 EMPTY_PAGE = "No value on this page.\n"
 NOT_FOUND = "No current value in page{index}.txt."
-NONE_FOUND = "No current value in the pages."  # the summary after a missed value
+NONE_FOUND = "No current value in the pages."  # the summary after a missed value (--report-mistake missed)
 FOUND = 'The current value is "{value}".'
 CURRENT_LINE = 'current value: "{value}"'
 OUTDATED_LINE = 'outdated value: "{value}"'
@@ -194,7 +194,7 @@ def report_call(report: str) -> dict:
     return {"name": "report", "arguments": {"report": report}}
 
 
-def make_search(task_id: str, out: str, new: str, old: str, rng: random.Random, report_mistake: str = "missed") -> Task:
+def make_search(task_id: str, out: str, new: str, old: str, rng: random.Random, report_mistake: str = "outdated") -> Task:
     """Six pages, one holding the current value (and an outdated one, in either order); see the module docstring."""
     found_on = rng.randrange(1, PAGES + 1)
     value_page = page_text(new, old, rng)
@@ -238,7 +238,7 @@ def make_search(task_id: str, out: str, new: str, old: str, rng: random.Random, 
     )
 
 
-def make_lookup(task_id: str, out: str, new: str, old: str, rng: random.Random, report_mistake: str = "missed") -> Task:
+def make_lookup(task_id: str, out: str, new: str, old: str, rng: random.Random, report_mistake: str = "outdated") -> Task:
     """One page holding the current and the outdated value, handed to a sub-agent; see the module docstring."""
     index = rng.randrange(1, PAGES + 1)
     page, text = PAGE_NAME.format(index=index), page_text(new, old, rng)
@@ -305,7 +305,7 @@ def check_compaction(task_id: str, out: str, value: str, margin: int = COMPACTIO
     delegates = [{"name": "delegate", "arguments": {"task": PAGE_TASK.format(index=i)}} for i in range(1, PAGES + 1)]
     before = conversation_chars([task, assistant(*delegates), *[tool(NOT_FOUND.format(index=i)) for i in range(1, PAGES)],
                                  tool(FOUND.format(value=value))])
-    # a demonstrator that missed the value has the shorter conversation: it must pass too
+    # a demonstrator that missed the value has the shorter conversation (--report-mistake missed): it must pass too
     before = min(before, conversation_chars([task, assistant(*delegates),
                                              *[tool(NOT_FOUND.format(index=i)) for i in range(1, PAGES + 1)]]))
     summary = f"{task['content']}\n\nSummary of your work so far:\n{FOUND.format(value=value)}"
@@ -443,7 +443,7 @@ class Strings:
 
 
 def make_tasks(split: str, count: int, families: tuple[str, ...], strings: Strings, rng: random.Random,
-               report_mistake: str = "missed") -> list[Task]:
+               report_mistake: str = "outdated") -> list[Task]:
     tasks = []
     for index in range(count):
         family = families[index % len(families)]
@@ -495,7 +495,7 @@ def check_families(flag: str, families: tuple[str, ...]) -> None:
 
 def generate(out: Path, counts: dict[str, int], families: tuple[str, ...], words: int, seed: int,
              drills: int = 0, drill_families: tuple[str, ...] = ("write", "write2", "copy"),
-             lookups: int = 0, report_mistake: str = "missed") -> dict[str, list[Task]]:
+             lookups: int = 0, report_mistake: str = "outdated") -> dict[str, list[Task]]:
     """Write the suite under ``out`` (train/, dev/, test/, drills/ when ``drills`` or ``lookups``, rename.json);
     returns the tasks by split."""
     check_families("--families", families)
@@ -548,9 +548,9 @@ def main() -> None:
     parser.add_argument("--lookups", type=int, default=192, help="training-only lookup drills (a sub-agent reads a page)")
     parser.add_argument("--words", type=int, default=45, help="how many words names are made of")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--report-mistake", choices=REPORT_MISTAKES, default="missed",
-                        help="the demonstrator's sub-agent, on the page holding the value: misses it (reports no "
-                             "value), or reports the outdated one")
+    parser.add_argument("--report-mistake", choices=REPORT_MISTAKES, default="outdated",
+                        help="the demonstrator's sub-agent, on the page holding the value: reports the outdated one, "
+                             "or misses it (reports no value)")
     args = parser.parse_args()
     tasks = generate(args.out, {"train": args.train, "dev": args.dev, "test": args.test}, comma_list(args.families),
                      args.words, args.seed, drills=args.drills, drill_families=comma_list(args.drill_families),
