@@ -42,7 +42,7 @@ class SFTConfig:
     lr: float = 1e-3
     min_lr_ratio: float = 0.1  # cosine decay to lr * min_lr_ratio
     warmup_steps: int = 10
-    hold_peak_until: int = 0  # the peak lr is kept up to this step; from it on, the cosine's own value (`lr_factor`)
+    hold_peak_until: int = 0  # the peak lr is kept up to this step (past `steps`: throughout); then the cosine's value (`lr_factor`)
     weight_decay: float = 0.0
     max_grad_norm: float | None = 1.0
     max_tokens_per_microbatch: int = 16384
@@ -62,8 +62,8 @@ class SFTConfig:
                 raise ValueError(f"sft.{name} must be >= 1, got {getattr(self, name)}")
         if self.lr <= 0 or not 0 <= self.min_lr_ratio <= 1:
             raise ValueError(f"sft.lr must be > 0 and sft.min_lr_ratio in [0, 1], got {self.lr}, {self.min_lr_ratio}")
-        if not 0 <= self.hold_peak_until <= self.steps:
-            raise ValueError(f"sft.hold_peak_until must be in [0, sft.steps={self.steps}], got {self.hold_peak_until}")
+        if self.hold_peak_until < 0:
+            raise ValueError(f"sft.hold_peak_until must be >= 0, got {self.hold_peak_until}")
 
 
 def demonstration_trees(examples: list[SFTExample], batch_executions: int, loss_agg: str) -> list[TrajectoryTree]:

@@ -179,5 +179,7 @@ def test_a_held_peak_is_the_constant_run_resumed_onto_the_cosine_tail():
         assert lr_factor(step, held) == lr_factor(step, resumed)
     assert lr_factor(1799, held) == 1.0 and lr_factor(1800, held) == pytest.approx(0.234, abs=1e-3)  # the step down
     assert lr_factor(2399, held) == pytest.approx(0.1, abs=1e-4)
+    short = SFTConfig(steps=100, lr=1e-3, min_lr_ratio=0.1, warmup_steps=20, hold_peak_until=1800)  # a shorter try
+    assert all(lr_factor(step, short) == 1.0 for step in range(20, 100))
     with pytest.raises(ValueError, match="hold_peak_until"):
-        SFTConfig(steps=100, hold_peak_until=101)
+        SFTConfig(steps=100, hold_peak_until=-1)
