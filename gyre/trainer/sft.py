@@ -152,9 +152,10 @@ def lr_factor(step: int, cfg: SFTConfig) -> float:
     """Linear warm-up, then cosine decay to ``min_lr_ratio`` over the rest of the run; with ``hold_peak_until``
     the peak is kept up to that step and the lr then steps down onto the cosine where it would be by then.
 
-    Why the held peak: a small model copying values is still learning at a constant lr, but the final iterate
-    of a constant lr wanders (recipes/learn/README.md, "Where a sampled value goes wrong"); the step down onto
-    the cosine's tail settles it in the last steps only."""
+    Why the held peak: a small model copying values was still learning at a constant lr, but the final iterate
+    of a constant lr wanders; the step down onto the cosine's tail settles it in the last steps only. Tried on
+    the learn suite, where it did not by itself make a good warm start (recipes/learn/README.md, "Where a
+    sampled value goes wrong")."""
     if step < cfg.warmup_steps:
         return (step + 1) / cfg.warmup_steps
     if step < cfg.hold_peak_until:
