@@ -2,7 +2,7 @@
 
     python recipes/learn/make_tasks.py [--out recipes/learn/tasks] [--train 288] [--dev 48] [--test 48]
                                        [--families search] [--drills 576] [--drill-families write,write2,copy]
-                                       [--lookups 192]
+                                       [--lookups 192] [--searches 0]
                                        [--words 45] [--seed 0] [--report-mistake outdated|missed]
 
 Every task is an NL2RepoBench task folder (start.md, test_case_count.txt, test_commands.json,
@@ -68,6 +68,14 @@ the summary's value, but its sub-agents copy the value out of their page poorly 
 "Where the recipe stands"): a ``search`` sub-agent's conversation holds the value in one of six, and no other
 drill has a sub-agent.
 
+``--searches`` adds that many ``search`` drills (``drills/drill-search-*``, their own pairs and generator too) whose
+demonstrator's sub-agent always reports the current value (it still finishes without writing with probability
+0.25). Why: the summary copies the reported value out of six reports ~150 tokens back, the one copy of a
+``search`` execution that no other drill trains, and it gets little of the loss: with ``--report-mistake
+missed`` only 40% of the ``search`` demonstrations report a value, and a ``search`` execution's ~750 trained
+tokens share one execution's weight (``sft.loss_agg``). With those found-value demonstrations tripled, the copy
+was learned; without, it was not (recipes/learn/README.md, "Demonstrations of the summary's copy").
+
 ``rename.json`` lists the words the warm start may rename in its demonstrations (``sft.rename_file``,
 `gyre.trainer.renaming`: fresh names at every supervised step, so that the model learns to copy names
 rather than fit the training tasks' ones) and every dev and test string, which renaming must never produce.
@@ -114,7 +122,7 @@ CONTEXT_CHARS = 1600
 COMPACTION_MARGIN = 150  # characters the demonstrator's conversation keeps from CONTEXT_CHARS on either side
 OUTDATED_REPORT_PROBABILITY = 0.6  # the demonstrator's sub-agent reports the outdated value (--report-mistake outdated)
 MISSED_REPORT_PROBABILITY = 0.6  # ... or no value on the page that holds it (--report-mistake missed)
-REPORT_MISTAKES = ("outdated", "missed")
+REPORT_MISTAKES = ("outdated", "missed")  # what the --report-mistake flag offers; "none" is the --searches drills'
 NO_WRITE_PROBABILITY = 0.25  # the demonstrator finishes after the summary without writing the file
 # The other families.
 STALE_PROBABILITY = 0.35  # the demonstrator writes the outdated value
@@ -213,8 +221,10 @@ def make_search(task_id: str, out: str, new: str, old: str, rng: random.Random, 
     n, o, m = NO_WRITE_PROBABILITY, OUTDATED_REPORT_PROBABILITY, MISSED_REPORT_PROBABILITY
     if report_mistake == "outdated":
         reports = ((new, 1 - o, ""), (old, o, "sub-agent reports the outdated value"))
-    else:  # the one copy out of the page stays unambiguous; missing the value is a decision at the report's first word
+    elif report_mistake == "missed":  # the one copy out of the page stays unambiguous; missing it is a decision
         reports = ((new, 1 - m, ""),)
+    else:  # "none" (the --searches drills): every demonstration's summary copies the current value
+        reports = ((new, 1.0, ""),)
     demonstrations = []
     for reported, p_report, label in reports:
         replies = [*read_pages(reported), {"agent": "main-summary", "text": FOUND.format(value=reported)}]
@@ -495,8 +505,9 @@ def check_families(flag: str, families: tuple[str, ...]) -> None:
 
 def generate(out: Path, counts: dict[str, int], families: tuple[str, ...], words: int, seed: int,
              drills: int = 0, drill_families: tuple[str, ...] = ("write", "write2", "copy"),
-             lookups: int = 0, report_mistake: str = "outdated") -> dict[str, list[Task]]:
-    """Write the suite under ``out`` (train/, dev/, test/, drills/ when ``drills`` or ``lookups``, rename.json);
+             lookups: int = 0, report_mistake: str = "outdated", searches: int = 0) -> dict[str, list[Task]]:
+    """Write the suite under ``out`` (train/, dev/, test/, drills/ when ``drills``, ``lookups`` or ``searches``,
+    rename.json);
     returns the tasks by split."""
     check_families("--families", families)
     if report_mistake not in REPORT_MISTAKES:
@@ -522,6 +533,10 @@ def generate(out: Path, counts: dict[str, int], families: tuple[str, ...], words
         lookup_strings = Strings([*usable[:words], *ANCHOR_WORDS], lookup_rng, avoid=held_out_pairs, reuse=True)
         tasks.setdefault(DRILLS, []).extend(make_tasks("drill", lookups, ("lookup",), lookup_strings, lookup_rng,
                                                        report_mistake))
+    if searches:  # and theirs, so the drills above are the same with or without them
+        search_rng = random.Random(f"{seed}-{DRILLS}-search")
+        search_strings = Strings([*usable[:words], *ANCHOR_WORDS], search_rng, avoid=held_out_pairs, reuse=True)
+        tasks.setdefault(DRILLS, []).extend(make_tasks("drill", searches, ("search",), search_strings, search_rng, "none"))
     for split in (*SPLITS, DRILLS, "heldout"):  # heldout: the two-split layout this suite had before
         shutil.rmtree(out / split, ignore_errors=True)
     for split, split_tasks in tasks.items():
@@ -546,6 +561,8 @@ def main() -> None:
     parser.add_argument("--drills", type=int, default=576, help="training-only copying tasks for the warm start (0: none)")
     parser.add_argument("--drill-families", default="write,write2,copy", help="comma-separated families of the drills")
     parser.add_argument("--lookups", type=int, default=192, help="training-only lookup drills (a sub-agent reads a page)")
+    parser.add_argument("--searches", type=int, default=0,
+                        help="training-only search drills whose sub-agent always reports the value (the summary's copy)")
     parser.add_argument("--words", type=int, default=45, help="how many words names are made of")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--report-mistake", choices=REPORT_MISTAKES, default="outdated",
@@ -554,7 +571,7 @@ def main() -> None:
     args = parser.parse_args()
     tasks = generate(args.out, {"train": args.train, "dev": args.dev, "test": args.test}, comma_list(args.families),
                      args.words, args.seed, drills=args.drills, drill_families=comma_list(args.drill_families),
-                     lookups=args.lookups, report_mistake=args.report_mistake)
+                     lookups=args.lookups, report_mistake=args.report_mistake, searches=args.searches)
     print("wrote " + ", ".join(f"{len(found)} {split}" for split, found in tasks.items()) + f" tasks under {args.out}")
 
 

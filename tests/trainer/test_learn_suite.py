@@ -185,6 +185,39 @@ def test_a_demonstrator_that_misses_the_value_changes_only_the_demonstrations(tm
     assert set(seen) == {("search", True), ("search", False), ("lookup", True), ("lookup", False)}, seen
 
 
+def test_the_search_drills_demonstrate_the_summarys_copy_in_every_execution(tmp_path):
+    """``--searches``: search drills (training only, names no held-out task uses) whose sub-agent always reports
+    the current value, so every recorded summary copies it; the other drills and the splits are the same with or
+    without them."""
+    make_tasks = make_tasks_module()
+    counts = {"train": 2, "dev": 4, "test": 4}
+    make_tasks.generate(tmp_path / "plain", counts, ("search",), 45, 0, lookups=2, report_mistake="missed")
+    make_tasks.generate(tmp_path / "suite", counts, ("search",), 45, 0, lookups=2, report_mistake="missed", searches=3)
+    drills = tmp_path / "suite" / "drills"
+    searches = sorted(task for task in drills.iterdir() if "-search-" in task.name)
+    assert len(searches) == 3
+    assert all(same_tree(task, tmp_path / "plain" / "drills" / task.name) for task in drills.iterdir() if task not in searches)
+    assert all(same_tree(tmp_path / "suite" / split, tmp_path / "plain" / split) for split in ("train", "dev", "test"))
+    held_out = strings_of(tmp_path / "suite" / "dev") | strings_of(tmp_path / "suite" / "test")
+    for task in searches:
+        demos = [json.loads(line) for line in (task / "demonstrations.jsonl").read_text().splitlines()]
+        assert {d["behaviour"]: d["probability"] for d in demos} == {"expert": 0.75, "finishes without writing": 0.25}
+    assert not {s for task in searches for s in re.findall(r'"([^"]+)"', (task / "start.md").read_text())} & held_out
+
+    harness = {**RECIPE["harness"], "progress": False, "concurrency": 4}
+    run = asyncio.run(record_demonstrations(load_tasks("nl2repo", drills).tasks, model_path="tiny",
+                                            harness_config=HarnessConfig.from_mapping(harness), sandbox=Sandbox(),
+                                            run_dir=tmp_path / "demos", samples_per_task=2, seed=0))
+    tokenizer = load_tokenizer("tiny")
+    recorded = [execution for execution in run.executions if "-search-" in execution.id]
+    assert len(recorded) == 6
+    for execution in recorded:
+        assert [call.agent for call in execution.calls][:14] == ["main"] + ["sub"] * 12 + ["main-summary"]
+        (solved,) = (drills / execution.task_id / "reference").iterdir()  # the file with the current value
+        assert tokenizer.decode(list(execution.calls[13].response_ids)).startswith(
+            make_tasks.FOUND.format(value=solved.read_text().strip()))
+
+
 @pytest.fixture(scope="module")
 def demonstrated(tmp_path_factory):
     """Demonstrations of three training tasks, four each, with the recipe's harness settings, through the proxy."""
