@@ -70,7 +70,7 @@ drill has a sub-agent.
 
 ``--searches`` adds that many ``search`` drills (``drills/drill-search-*``, their own pairs and generator too) whose
 demonstrator's sub-agent always reports the current value (it still finishes without writing with probability
-0.25). Why: the summary copies the reported value out of six reports ~150 tokens back, the one copy of a
+0.25). Why: the summary copies the reported value out of six reports 90-180 tokens back, the one copy of a
 ``search`` execution that no other drill trains, and it gets little of the loss: with ``--report-mistake
 missed`` only 40% of the ``search`` demonstrations report a value, and a ``search`` execution's ~750 trained
 tokens share one execution's weight (``sft.loss_agg``). With those found-value demonstrations tripled, the copy
