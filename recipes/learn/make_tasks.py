@@ -528,15 +528,18 @@ def generate(out: Path, counts: dict[str, int], families: tuple[str, ...], words
                                 reuse=True)
         tasks[DRILLS] = make_tasks("drill", drills, drill_families, drill_strings, random.Random(f"{seed}-{DRILLS}"),
                                    report_mistake)
-    if lookups:  # their own pairs and generator too, so the drills above are the same with or without them
-        lookup_rng = random.Random(f"{seed}-{DRILLS}-lookup")
-        lookup_strings = Strings([*usable[:words], *ANCHOR_WORDS], lookup_rng, avoid=held_out_pairs, reuse=True)
-        tasks.setdefault(DRILLS, []).extend(make_tasks("drill", lookups, ("lookup",), lookup_strings, lookup_rng,
-                                                       report_mistake))
-    if searches:  # and theirs, so the drills above are the same with or without them
-        search_rng = random.Random(f"{seed}-{DRILLS}-search")
-        search_strings = Strings([*usable[:words], *ANCHOR_WORDS], search_rng, avoid=held_out_pairs, reuse=True)
-        tasks.setdefault(DRILLS, []).extend(make_tasks("drill", searches, ("search",), search_strings, search_rng, "none"))
+
+    def own_drills(family: str, count: int, mistake: str) -> None:
+        """``count`` drills of one family from their own pairs and generator, so every other drill is the same with or
+        without them."""
+        own_rng = random.Random(f"{seed}-{DRILLS}-{family}")
+        own_strings = Strings([*usable[:words], *ANCHOR_WORDS], own_rng, avoid=held_out_pairs, reuse=True)
+        tasks.setdefault(DRILLS, []).extend(make_tasks("drill", count, (family,), own_strings, own_rng, mistake))
+
+    if lookups:
+        own_drills("lookup", lookups, report_mistake)
+    if searches:  # the sub-agent always reports the value: every demonstration's summary copies it
+        own_drills("search", searches, "none")
     for split in (*SPLITS, DRILLS, "heldout"):  # heldout: the two-split layout this suite had before
         shutil.rmtree(out / split, ignore_errors=True)
     for split, split_tasks in tasks.items():
