@@ -22,7 +22,9 @@ or the mistake that cost it credit.
 The demonstrator's mistakes are what RL should remove through the reward; the copying errors measure how
 well the policy copies strings it has not seen. Under each ``search`` row, what the sub-agent handed the page
 holding the value reported (``current``, ``outdated``, ``mixed``: words of both, ``garbled``: other words,
-``missed``: no value, ``none``: no report): where a value is first copied, and most often garbled.
+``missed``: no value, ``none``: no report): where a value is first copied, and most often garbled. And word by
+word (the value's first word, its second): ``current``, ``outdated``, ``swapped`` (a word of either value from
+its other place), ``other``: which of the two copies out of the page failed.
 """
 
 from __future__ import annotations
@@ -116,6 +118,28 @@ class Records:
     def value_report(self, task: Path, calls: list) -> str:
         """What the sub-agent handed the page holding the value reported: ``current``, ``outdated``, ``mixed``
         (words of both), ``garbled`` (a value of other words), ``missed`` (no value), ``none`` (no report)."""
+        reported, new, old = self.reported_value(task, calls)
+        if reported in ("missed", "none"):
+            return reported
+        if reported in (new, old):
+            return "current" if reported == new else "outdated"
+        return "mixed" if set(reported.split("-")) <= set(new.split("-")) | set(old.split("-")) else "garbled"
+
+    def report_words(self, task: Path, calls: list) -> tuple[str, str] | None:
+        """Each word of the value that sub-agent reported, by where it came from: ``current`` or ``outdated`` (that
+        value's word at that place), ``swapped`` (a word of either value, from its other place), ``other``; None
+        when it reported no value. Which of the copies out of the page failed, word by word."""
+        reported, new, old = self.reported_value(task, calls)
+        if reported in ("missed", "none"):
+            return None
+        words = (reported.split("-") + ["", ""])[:2]  # a value of one word: the second is "other"
+        values = set(new.split("-")) | set(old.split("-"))
+        return tuple("current" if word == new.split("-")[place] else "outdated" if word == old.split("-")[place]
+                     else "swapped" if word in values else "other" for place, word in enumerate(words))
+
+    def reported_value(self, task: Path, calls: list) -> tuple[str, str, str]:
+        """(the value the sub-agent handed the page holding it reported, or ``missed`` / ``none``; the page's current
+        value; its outdated one)."""
         value_page, text = next((p, t) for p in (task / "workspace").iterdir() if "current value" in (t := p.read_text()))
         new, old = (LINE_VALUE[kind].search(text).group(1) for kind in ("current", "outdated"))
         for call in calls:
@@ -125,14 +149,8 @@ class Records:
             if '"report"' not in response or PAGE_TASK_OF.format(page=value_page.name) not in self.decode(call.prompt_ids):
                 continue
             reported = REPORTED.search(response)
-            if reported is None:
-                return "missed"
-            value = reported.group(1)
-            if value in (new, old):
-                return "current" if value == new else "outdated"
-            return "mixed" if set(value.split("-")) <= set(new.split("-")) | set(old.split("-")) else "garbled"
-        return "none"
-
+            return (reported.group(1) if reported else "missed"), new, old
+        return "none", new, old
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -145,6 +163,7 @@ def main() -> None:
     records = Records(args.run)
     rows: dict[int, Counter] = defaultdict(Counter)
     reports: dict[int, Counter] = defaultdict(Counter)
+    report_words: dict[int, list[Counter]] = defaultdict(lambda: [Counter(), Counter()])
     for execution in sorted((args.run / "executions").glob(f"{args.split}-*")):
         calls = records.calls(execution.name)
         task = args.suite / args.split / "-".join(execution.name.split("-")[:3])
@@ -156,6 +175,8 @@ def main() -> None:
         if family == "search":
             rows[version][f"search:{search_outcome(task, workspace, records.summary_texts(calls))}"] += 1
             reports[version][records.value_report(task, calls)] += 1
+            for place, origin in enumerate(records.report_words(task, calls) or ()):
+                report_words[version][place][origin] += 1
         else:
             rows[version][f"{family}:{file_outcome(task, workspace)}"] += 1
     for version, counts in sorted(rows.items()):
@@ -167,6 +188,10 @@ def main() -> None:
         if reports[version]:  # where a search execution's value went wrong first: the copy out of the page
             print("  the value page's sub-agent reported: " + ", ".join(
                 f"{kind} {n}" for kind, n in sorted(reports[version].items(), key=lambda item: -item[1])))
+            if report_words[version][0]:
+                print("  its words, first: " + "; second: ".join(", ".join(
+                    f"{origin} {n}" for origin, n in sorted(words.items(), key=lambda item: -item[1]))
+                    for words in report_words[version]))
 
 
 if __name__ == "__main__":

@@ -61,6 +61,10 @@ def counts(run: Path, split: str, suite: Path) -> dict[str, dict[str, int]]:
         elif line.strip().startswith("the value page's sub-agent reported: "):
             rows[header]["reported"] = {kind: int(n) for kind, n in
                                         (item.split() for item in line.split(": ", 1)[1].split(", "))}
+        elif line.strip().startswith("its words, first: "):
+            first, second = line.split("first: ", 1)[1].split("; second: ")
+            rows[header]["words"] = [{origin: int(n) for origin, n in (item.split() for item in words.split(", "))}
+                                     for words in (first, second)]
         else:
             key, count = line.split()
             rows[header][key] = int(count)
@@ -79,6 +83,7 @@ def test_each_mistake_of_the_search_family_is_named_with_the_role_that_made_it(t
     report = lambda text: (page, f'<tool_call>\n{{"name": "report", "arguments": {{"report": "{text}"}}}}\n</tool_call>')  # noqa: E731
     value = lambda v: report(f'The current value is \\"{v}\\".')  # noqa: E731  (escaped in the call's JSON)
     mixed = f"{new.split('-')[0]}-{old.split('-')[1]}"
+    swapped = f"{new.split('-')[1]}-{new.split('-')[0]}"
     left_behind(run, f"{task.name}-s0-a", 0, {**pages, out: new}, report=value(new))
     left_behind(run, f"{task.name}-s1-b", 1, {**pages, out: old}, summary=reported(old), report=value(old))
     left_behind(run, f"{task.name}-s2-c", 2, {**pages, out: old}, summary=reported(new), report=value(new))
@@ -86,12 +91,18 @@ def test_each_mistake_of_the_search_family_is_named_with_the_role_that_made_it(t
     left_behind(run, f"{task.name}-s0-e", 8, {**pages, out: mixed}, report=value(mixed))
     left_behind(run, f"{task.name}-s1-f", 9, {**pages, "page1.txt": new, out: new}, report=value("zzz-yyy"))
     left_behind(run, f"{task.name}-s2-g", 10, {**pages, out: "zzz-yyy"})
+    left_behind(run, f"{task.name}-s3-h", 11, {**pages, out: swapped}, report=value(swapped))
     assert counts(run, "dev", SUITE) == {
         "versions 0-7: 4 executions, pass rate 0.250": {
             "search:pass": 1, "search:outdated_from_sub": 1, "search:outdated_from_summary": 1, "search:no_write": 1,
-            "reported": {"current": 2, "outdated": 1, "missed": 1}},
-        "versions 8-15: 3 executions, pass rate 0.000": {
-            "search:garbled_value": 2, "search:page_changed": 1, "reported": {"mixed": 1, "garbled": 1, "none": 1}},
+            "reported": {"current": 2, "outdated": 1, "missed": 1},
+            "words": [{"current": 2, "outdated": 1}, {"current": 2, "outdated": 1}]},
+        # the report's words one by one: the mixed value's second word is the outdated one's, zzz-yyy's are no
+        # value's, the swapped value's are the current one's in each other's place
+        "versions 8-15: 4 executions, pass rate 0.000": {
+            "search:garbled_value": 3, "search:page_changed": 1,
+            "reported": {"mixed": 2, "garbled": 1, "none": 1},
+            "words": [{"current": 1, "other": 1, "swapped": 1}, {"outdated": 1, "other": 1, "swapped": 1}]},
     }
 
 
