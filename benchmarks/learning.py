@@ -2,6 +2,7 @@
 next to its baselines, with 95% intervals.
 
     python benchmarks/learning.py --out learning.json [--seeds 0 1 2] [--steps N] [--work DIR] [--cache DIR]
+                                  [--warm-start-seed S]
     python benchmarks/learning.py --out learning_ablation.json --ablation [--seeds 0] [--work DIR --cache DIR]
     python benchmarks/learning.py --out learning_schedulers.json --schedulers [--seeds 0] [--work DIR --cache DIR]
 
@@ -16,6 +17,10 @@ The main figures, for each seed, from a clean cache (a fresh ``GYRE_CACHE`` unle
    signal), validated after its last step (its "before" is the rl run's: the same checkpoint).
 4. **greedy_after_rl**: the rl run's last checkpoint validated at temperature 0 (``~warm_start``, no step):
    whether RL improved the agent one would deploy, not only its samples at temperature 1.
+
+Each seed draws its own warm start (its recordings, the SFT's data order and renaming) unless
+``--warm-start-seed S``: then every seed starts from the one warm start of seed S (``warm_start.seed=S``, built once
+in a cache the seeds share), and the seeds vary the RL alone: the spread it reports is RL's, not the warm start's.
 
 The test split (``recipes/learn/tasks/test``) is evaluated here only; the recipe validates on ``dev``, the
 split to tune on. Pass rate = share of executions with full credit. Every validation must score all the
@@ -396,6 +401,17 @@ def plot(results: list[dict], path: Path, mode: str) -> None:
     plt.close(fig)
 
 
+def seed_folders(seeds: list[int], work_root: Path, cache: Path | None, overrides: list[str],
+                 warm_start_seed: int | None) -> list[tuple[int, Path, Path, list[str]]]:
+    """Each seed's (seed, work folder, GYRE_CACHE, overrides): a clean cache of its own (its own warm start) unless
+    ``cache`` names one; with ``warm_start_seed``, one cache for all and ``warm_start.seed``, so the first seed
+    builds the warm start and the others take it from the cache."""
+    if warm_start_seed is not None:
+        overrides = [*overrides, f"warm_start.seed={warm_start_seed}"]
+        cache = cache or work_root / "cache"
+    return [(seed, work_root / f"seed{seed}", cache or work_root / f"seed{seed}" / "cache", list(overrides)) for seed in seeds]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, default=None, help="write the JSON here")
@@ -404,6 +420,8 @@ def main() -> None:
     parser.add_argument("--ablation", action="store_true", help="trajectory.max_paths 5 / uncapped / 1 instead of the main figures")
     parser.add_argument("--schedulers", action="store_true", help="elastic / colocate / async instead of the main figures")
     parser.add_argument("--cache", type=Path, default=None, help="reuse this GYRE_CACHE instead of a clean one")
+    parser.add_argument("--warm-start-seed", type=int, default=None,
+                        help="one warm start, of this seed, for every seed (the seeds then vary the RL alone)")
     parser.add_argument("--work", type=Path, default=None,
                         help="keep the runs here (default: a temporary folder); --ablation and --schedulers reuse its rl runs")
     parser.add_argument("--min-executions", type=int, default=192, help="fewest executions a validation may score")
@@ -421,11 +439,10 @@ def main() -> None:
         parser.error(f"--steps must be >= 1 (RL steps of each run), got {steps}")
     work_root = args.work or Path(tempfile.mkdtemp(prefix="gyre-learning-"))
     results = []
-    for seed in args.seeds:
-        work = work_root / f"seed{seed}"
+    for seed, work, cache, overrides in seed_folders(args.seeds, work_root, args.cache, args.override, args.warm_start_seed):
         work.mkdir(parents=True, exist_ok=True)
         print(f"seed {seed} ({mode}): runs in {work}", flush=True)
-        runs = Seed(seed, steps, work, args.cache or work / "cache", args.override, args.min_executions, args.test)
+        runs = Seed(seed, steps, work, cache, overrides, args.min_executions, args.test)
         if mode == "main":
             result = runs.main()
             print(f"seed {seed}: test pass rate {result['test_pass_rate_before']:.3f} -> {result['test_pass_rate_after']:.3f} "
@@ -446,6 +463,7 @@ def main() -> None:
     keys = [k for k, v in results[0].items() if isinstance(v, (int, float)) and k not in ("seed", "steps")]
     output = summarise(results, keys)
     output["split"] = "test"
+    output["warm_start_seed"] = args.warm_start_seed  # null: each seed its own warm start
     if mode == "main":
         output["curves"] = {str(r["seed"]): r["curve"] for r in results}
         output["targets"] = targets(output, results)

@@ -5,7 +5,9 @@ recorded from a suite's tasks) and trains a checkpoint from them. `warm_start` d
 run whose recipe has a ``warm_start`` section, once: the result is cached under
 ``$GYRE_CACHE/warm_start/<key>``, the key being a hash of everything that shapes it (starting model,
 the suite's files, harness settings, demonstration count, SFT settings, seed), so a second run starts
-from the same checkpoint at once and any change builds a new one.
+from the same checkpoint at once and any change builds a new one. ``warm_start.seed`` fixes the warm start's own
+draw (its recordings, the SFT's data order and renaming) apart from the run's seed: runs of several seeds then
+start from one checkpoint, and their seeds vary the RL alone.
 """
 
 from __future__ import annotations
@@ -144,19 +146,37 @@ def demonstration_harness(cfg: Any) -> dict:
     return {key: value for key, value in to_plain(cfg.harness).items() if key not in NOT_DEMONSTRATED}
 
 
+def warm_start_config(cfg: Any) -> Any:
+    """``cfg`` as the warm start sees it: with ``seed`` = ``warm_start.seed`` when that is set (the run's otherwise)."""
+    from copy import deepcopy
+
+    from omegaconf import open_dict
+
+    seed = cfg.warm_start.get("seed")
+    if seed is None:
+        return cfg
+    own = deepcopy(cfg)
+    with open_dict(own):
+        own.seed = int(seed)
+    return own
+
+
 def warm_start_key(cfg: Any) -> str:
     from gyre.envs.config import EnvConfig
     from gyre.models import resolve_model_path
 
+    cfg = warm_start_config(cfg)
     env = EnvConfig.from_config(cfg.env)
     model = resolve_model_path(str(cfg.model.path))
     also = [project_path(path) for path in cfg.warm_start.get("also_demonstrate") or []]
+    # the seed the warm start draws with, once: warm_start.seed=2 in a run of seed 0 is a run of seed 2's warm start
+    section = {key: value for key, value in to_plain(cfg.warm_start).items() if key != "seed"}
     payload = {
         "version": WARM_START_VERSION,
         "model": str(model), "model_config": (model / "config.json").read_text(), "dtype": str(cfg.model.dtype),
         "suite": _files_digest(env.resolved_path()), "also": [_files_digest(path) for path in also],
         "domain": env.domain, "loader": env.loader,
-        "harness": demonstration_harness(cfg), "warm_start": to_plain(cfg.warm_start), "seed": int(cfg.seed),
+        "harness": demonstration_harness(cfg), "warm_start": section, "seed": int(cfg.seed),
     }
     rename_file = cfg.warm_start.sft.get("rename_file")
     if rename_file:  # its words and exclusions shape the checkpoint, not only its path
@@ -168,6 +188,7 @@ def warm_start(cfg: Any, run_dir: Path) -> str:
     """The recipe's supervised starting checkpoint (built once, then reused from the cache); returns its path."""
     from gyre.models.tiny import cache_root
 
+    cfg = warm_start_config(cfg)  # its seed, for the recordings and the SFT as for the key
     section = cfg.warm_start
     folder = cache_root() / "warm_start" / warm_start_key(cfg)
     final = folder / "checkpoints" / "latest"

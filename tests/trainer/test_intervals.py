@@ -143,3 +143,16 @@ def test_the_learning_benchmark_stops_on_a_short_or_small_validation(tmp_path):
     write({**row, "val/step": 0, "val/planned": 96, "val/executions": 96})
     with pytest.raises(IncompleteValidation, match="fewer than --min-executions=192"):
         learning.validations(run, minimum=192)
+
+
+def test_one_warm_start_for_every_seed_is_one_cache_and_one_warm_start_seed(tmp_path):
+    """``--warm-start-seed``: the seeds' runs share a cache and name the warm start's seed (so the first builds it
+    and the rest reuse it: tests/trainer/test_learn_suite.py checks the key); without it each seed has its own."""
+    plan = benchmark().seed_folders
+    own = plan([0, 1], tmp_path, None, ["cluster.cells=2"], None)
+    assert [(seed, work) for seed, work, _, _ in own] == [(0, tmp_path / "seed0"), (1, tmp_path / "seed1")]
+    assert own[0][2] != own[1][2] and all(overrides == ["cluster.cells=2"] for *_, overrides in own)
+    shared = plan([0, 1], tmp_path, None, ["cluster.cells=2"], 2)
+    assert shared[0][2] == shared[1][2] == tmp_path / "cache"
+    assert all(overrides == ["cluster.cells=2", "warm_start.seed=2"] for *_, overrides in shared)
+    assert {cache for _, _, cache, _ in plan([0, 1], tmp_path, tmp_path / "mine", [], 2)} == {tmp_path / "mine"}

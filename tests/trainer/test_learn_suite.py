@@ -25,7 +25,7 @@ from gyre.harness.demonstrations import record_demonstrations
 from gyre.models import load_tokenizer
 from gyre.trainer.sft import shared_prompts, short_context
 from gyre.trainer.sft_data import load_records
-from gyre.trainer.warm_start import record_suite_demonstrations
+from gyre.trainer.warm_start import record_suite_demonstrations, warm_start_config, warm_start_key
 from gyre.trajectory import build_tree, pack_trees
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -102,6 +102,24 @@ def test_a_suite_whose_words_run_out_is_refused(tmp_path):
         make_tasks_module().generate(tmp_path, {"train": 1, "dev": 0, "test": 0}, ("chain",), 45, 0)
     with pytest.raises(SystemExit, match="--drill-families: unknown"):
         make_tasks_module().generate(tmp_path, {"train": 1, "dev": 0, "test": 0}, ("search",), 45, 0, 2, ("chain",))
+
+
+def test_warm_start_seed_gives_runs_of_every_seed_one_warm_start(monkeypatch, tmp_path):
+    """``warm_start.seed``: a run of seed 0 with ``warm_start.seed=2`` takes seed 2's warm start (the same cache key,
+    recorded and trained with seed 2) and keeps its own seed for RL; unset, each run's seed draws its own."""
+    from hydra import compose, initialize_config_dir
+
+    from gyre.cli import CONF_DIR
+
+    monkeypatch.setenv("GYRE_CACHE", str(tmp_path))  # where the built-in model the key reads is built
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base=None):
+        run = lambda *extra: compose(config_name="config", overrides=["+recipe=learn", *extra])  # noqa: E731
+        own = {seed: run(f"seed={seed}") for seed in (0, 2)}
+        fixed = run("seed=0", "warm_start.seed=2")
+    assert warm_start_key(own[0]) != warm_start_key(own[2])
+    assert warm_start_key(fixed) == warm_start_key(own[2])
+    assert warm_start_config(fixed).seed == 2 and fixed.seed == 0  # the warm start's draw; the run keeps its own
+    assert warm_start_config(own[0]) is own[0]
 
 
 def test_the_warm_start_demonstrates_the_drills_beside_the_training_tasks(tmp_path):
