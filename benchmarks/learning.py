@@ -43,9 +43,10 @@ JSON keys (the first seed's, plus ``<key>_seeds`` lists, medians and minima when
 ``greedy_pass_rate_after_rl`` (``_ci``) and ``greedy_gain`` (``_ci``: greedy after RL against greedy before),
 ``control_pass_rate_after`` (``_ci``), ``control_gain`` (``_ci``), ``mean_paths_per_execution`` and
 ``shared_token_fraction`` (the rl run's training executions, before the cap), ``executions_per_validation``,
-``steps``, ``wall_s`` (the seed's runs), ``warm_start_s`` (building it), ``greedy_s``, ``rl_s``,
-``control_s``; kept from before: ``val_pass_rate_before``/``_after``, ``control_pass_rate_before`` (the
-same figures). Ablation: ``gain_max_paths_5``, ``gain_uncapped``, ``gain_max_paths_1`` (``_ci``),
+``steps``, ``wall_s`` (the seed's runs), ``warm_start_s`` (building it; 0 when taken from the cache),
+``greedy_s``, ``rl_s``, ``control_s``, ``warm_start_seed`` (null: each seed drew its own); kept from before:
+``val_pass_rate_before``/``_after``, ``control_pass_rate_before`` (the same figures). Ablation:
+``gain_max_paths_5``, ``gain_uncapped``, ``gain_max_paths_1`` (``_ci``),
 ``fwd_bwd_s_per_step_*``, ``fwd_bwd_s_ratio_5_vs_uncapped`` (replayed), ``fwd_bwd_s_ratio_5_vs_uncapped_in_run``,
 ``tree_tokens_ratio_5_vs_uncapped``. Schedulers: ``gain_elastic``, ``gain_colocate``, ``gain_async`` (``_ci``),
 ``rl_s_<scheduler>``. Writes ``learning_curve.png`` (or ``<out>.png`` for the other modes) beside the JSON.
