@@ -74,8 +74,8 @@ demonstrator's sub-agent always reports the current value (it still finishes wit
 ``search`` execution that no other drill trains, and it gets little of the loss: with ``--report-mistake
 missed`` only 40% of the ``search`` demonstrations report a value, and a ``search`` execution's ~750 trained
 tokens share one execution's weight (``sft.loss_agg``). With those found-value demonstrations tripled, the copy
-was learned; without, it was not (one SFT run each, dev); built from scratch with ``--searches 232``, one of two
-builds learned it (recipes/learn/README.md, "Demonstrations of the summary's copy").
+was learned; without, it was not (one SFT run each, dev); built from scratch with ``--searches 232``, one build of
+three learned it fully and one mostly (recipes/learn/README.md, "Demonstrations of the summary's copy").
 
 ``rename.json`` lists the words the warm start may rename in its demonstrations (``sft.rename_file``,
 `gyre.trainer.renaming`: fresh names at every supervised step, so that the model learns to copy names
