@@ -132,7 +132,7 @@ class Records:
         reported, new, old = self.reported_value(task, calls)
         if reported in ("missed", "none"):
             return None
-        words = (reported.split("-") + ["", ""])[:2]  # a value of one word: the second is "other"
+        words = (reported.split("-") + ["", ""])[:2]  # one word: the second is "other"; more: the first two
         values = set(new.split("-")) | set(old.split("-"))
         return tuple("current" if word == new.split("-")[place] else "outdated" if word == old.split("-")[place]
                      else "swapped" if word in values else "other" for place, word in enumerate(words))
@@ -151,6 +151,7 @@ class Records:
             reported = REPORTED.search(response)
             return (reported.group(1) if reported else "missed"), new, old
         return "none", new, old
+
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
