@@ -153,7 +153,7 @@ def warm_start_config(cfg: Any) -> Any:
     from omegaconf import open_dict
 
     seed = cfg.warm_start.get("seed")
-    if seed is None:
+    if seed is None or int(seed) == int(cfg.seed):  # already the warm start's (as `warm_start` hands the key)
         return cfg
     own = deepcopy(cfg)
     with open_dict(own):

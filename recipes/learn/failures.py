@@ -90,6 +90,28 @@ def file_outcome(task: Path, workspace: Path) -> str:
     return "+".join(sorted(kinds | ({"wrong_name"} if extra else set())))
 
 
+def report_kind(reported: str, new: str, old: str) -> str:
+    """A report (`Records.reported_value`) as ``current``, ``outdated``, ``mixed`` (words of both), ``garbled`` (a
+    value of other words), ``missed`` (no value) or ``none`` (no report)."""
+    if reported in ("missed", "none"):
+        return reported
+    if reported in (new, old):
+        return "current" if reported == new else "outdated"
+    return "mixed" if set(reported.split("-")) <= set(new.split("-")) | set(old.split("-")) else "garbled"
+
+
+def report_words(reported: str, new: str, old: str) -> tuple[str, ...]:
+    """Each word of a reported value by where it came from: ``current`` or ``outdated`` (that value's word at that
+    place), ``swapped`` (a word of either value, from its other place), ``other``; empty when no value was
+    reported. Which of the copies out of the page failed, word by word."""
+    if reported in ("missed", "none"):
+        return ()
+    words = (reported.split("-") + ["", ""])[:2]  # one word: the second is "other"; more: the first two
+    current, outdated = new.split("-"), old.split("-")
+    return tuple("current" if word == current[place] else "outdated" if word == outdated[place]
+                 else "swapped" if word in current + outdated else "other" for place, word in enumerate(words))
+
+
 class Records:
     """An execution's call records, prompts rebuilt from the file's deltas (``gyre.proxy.record_format``), decoded
     with the built-in tokenizer the recipe's models share."""
@@ -116,26 +138,8 @@ class Records:
         return None if call is None else (self.decode(call.prompt_ids), self.decode(call.response_ids))
 
     def value_report(self, task: Path, calls: list) -> str:
-        """What the sub-agent handed the page holding the value reported: ``current``, ``outdated``, ``mixed``
-        (words of both), ``garbled`` (a value of other words), ``missed`` (no value), ``none`` (no report)."""
-        reported, new, old = self.reported_value(task, calls)
-        if reported in ("missed", "none"):
-            return reported
-        if reported in (new, old):
-            return "current" if reported == new else "outdated"
-        return "mixed" if set(reported.split("-")) <= set(new.split("-")) | set(old.split("-")) else "garbled"
-
-    def report_words(self, task: Path, calls: list) -> tuple[str, str] | None:
-        """Each word of the value that sub-agent reported, by where it came from: ``current`` or ``outdated`` (that
-        value's word at that place), ``swapped`` (a word of either value, from its other place), ``other``; None
-        when it reported no value. Which of the copies out of the page failed, word by word."""
-        reported, new, old = self.reported_value(task, calls)
-        if reported in ("missed", "none"):
-            return None
-        words = (reported.split("-") + ["", ""])[:2]  # one word: the second is "other"; more: the first two
-        values = set(new.split("-")) | set(old.split("-"))
-        return tuple("current" if word == new.split("-")[place] else "outdated" if word == old.split("-")[place]
-                     else "swapped" if word in values else "other" for place, word in enumerate(words))
+        """What the sub-agent handed the page holding the value reported (`report_kind`)."""
+        return report_kind(*self.reported_value(task, calls))
 
     def reported_value(self, task: Path, calls: list) -> tuple[str, str, str]:
         """(the value the sub-agent handed the page holding it reported, or ``missed`` / ``none``; the page's current
@@ -164,7 +168,7 @@ def main() -> None:
     records = Records(args.run)
     rows: dict[int, Counter] = defaultdict(Counter)
     reports: dict[int, Counter] = defaultdict(Counter)
-    report_words: dict[int, list[Counter]] = defaultdict(lambda: [Counter(), Counter()])
+    words_of_reports: dict[int, list[Counter]] = defaultdict(lambda: [Counter(), Counter()])
     for execution in sorted((args.run / "executions").glob(f"{args.split}-*")):
         calls = records.calls(execution.name)
         task = args.suite / args.split / "-".join(execution.name.split("-")[:3])
@@ -175,9 +179,10 @@ def main() -> None:
         version = calls[0].weight_version // args.every * args.every
         if family == "search":
             rows[version][f"search:{search_outcome(task, workspace, records.summary_texts(calls))}"] += 1
-            reports[version][records.value_report(task, calls)] += 1
-            for place, origin in enumerate(records.report_words(task, calls) or ()):
-                report_words[version][place][origin] += 1
+            reported = records.reported_value(task, calls)  # decoded once for both counts
+            reports[version][report_kind(*reported)] += 1
+            for place, origin in enumerate(report_words(*reported)):
+                words_of_reports[version][place][origin] += 1
         else:
             rows[version][f"{family}:{file_outcome(task, workspace)}"] += 1
     for version, counts in sorted(rows.items()):
@@ -189,10 +194,10 @@ def main() -> None:
         if reports[version]:  # where a search execution's value went wrong first: the copy out of the page
             print("  the value page's sub-agent reported: " + ", ".join(
                 f"{kind} {n}" for kind, n in sorted(reports[version].items(), key=lambda item: -item[1])))
-            if report_words[version][0]:
+            if words_of_reports[version][0]:
                 print("  its words, first: " + "; second: ".join(", ".join(
                     f"{origin} {n}" for origin, n in sorted(words.items(), key=lambda item: -item[1]))
-                    for words in report_words[version]))
+                    for words in words_of_reports[version]))
 
 
 if __name__ == "__main__":
