@@ -2,7 +2,7 @@
 next to its baselines, with 95% intervals.
 
     python benchmarks/learning.py --out learning.json [--seeds 0 1 2] [--steps N] [--work DIR] [--cache DIR]
-                                  [--warm-start-seed S]
+                                  [--warm-start-seed S|own]
     python benchmarks/learning.py --out learning_ablation.json --ablation [--seeds 0] [--work DIR --cache DIR]
     python benchmarks/learning.py --out learning_schedulers.json --schedulers [--seeds 0] [--work DIR --cache DIR]
 
@@ -18,9 +18,10 @@ The main figures, for each seed, from a clean cache (a fresh ``GYRE_CACHE`` unle
 4. **greedy_after_rl**: the rl run's last checkpoint validated at temperature 0 (``~warm_start``, no step):
    whether RL improved the agent one would deploy, not only its samples at temperature 1.
 
-Each seed draws its own warm start (its recordings, the SFT's data order and renaming) unless
-``--warm-start-seed S``: then every seed starts from the one warm start of seed S (``warm_start.seed=S``, built once
-in a cache the seeds share), and the seeds vary the RL alone: the spread it reports is RL's, not the warm start's.
+Every seed starts from the recipe's one warm start (``warm_start.seed``, pinned to 2 in conf/recipe/learn.yaml),
+built once in a cache the seeds share, so the seeds vary the RL alone: the spread reported is RL's.
+``--warm-start-seed S`` takes seed S's warm start instead; ``--warm-start-seed own``: each seed draws its own (its
+recordings, the SFT's data order and renaming; a clean cache each), and the spread is the whole pipeline's.
 
 The test split (``recipes/learn/tasks/test``) is evaluated here only; the recipe validates on ``dev``, the
 split to tune on. Pass rate = share of executions with full credit. Every validation must score all the
@@ -404,13 +405,26 @@ def plot(results: list[dict], path: Path, mode: str) -> None:
 
 def seed_folders(seeds: list[int], work_root: Path, cache: Path | None, overrides: list[str],
                  warm_start_seed: int | None) -> list[tuple[int, Path, Path, list[str]]]:
-    """Each seed's (seed, work folder, GYRE_CACHE, overrides): a clean cache of its own (its own warm start) unless
-    ``cache`` names one; with ``warm_start_seed``, one cache for all and ``warm_start.seed``, so the first seed
-    builds the warm start and the others take it from the cache."""
+    """Each seed's (seed, work folder, GYRE_CACHE, overrides): with ``warm_start_seed``, ``warm_start.seed`` and one
+    cache for all, so the first seed builds the warm start and the others take it from the cache; ``None``, each
+    seed its own draw (``warm_start.seed=null``) in a clean cache of its own. ``cache`` names one for all."""
+    overrides = [*overrides, f"warm_start.seed={'null' if warm_start_seed is None else warm_start_seed}"]
     if warm_start_seed is not None:
-        overrides = [*overrides, f"warm_start.seed={warm_start_seed}"]
         cache = cache or work_root / "cache"
     return [(seed, work_root / f"seed{seed}", cache or work_root / f"seed{seed}" / "cache", list(overrides)) for seed in seeds]
+
+
+def warm_start_seed_of(flag: str | None) -> int | None:
+    """``--warm-start-seed``: unset, the recipe's pinned draw; ``own``, None (each seed its own); else that seed."""
+    if flag is None:
+        pinned = recipe()["warm_start"].get("seed")
+        return None if pinned is None else int(pinned)
+    if flag == "own":
+        return None
+    try:
+        return int(flag)
+    except ValueError:
+        raise SystemExit(f"--warm-start-seed: {flag!r}; give a seed (an integer) or 'own'") from None
 
 
 def main() -> None:
@@ -421,8 +435,9 @@ def main() -> None:
     parser.add_argument("--ablation", action="store_true", help="trajectory.max_paths 5 / uncapped / 1 instead of the main figures")
     parser.add_argument("--schedulers", action="store_true", help="elastic / colocate / async instead of the main figures")
     parser.add_argument("--cache", type=Path, default=None, help="reuse this GYRE_CACHE instead of a clean one")
-    parser.add_argument("--warm-start-seed", type=int, default=None,
-                        help="one warm start, of this seed, for every seed (the seeds then vary the RL alone)")
+    parser.add_argument("--warm-start-seed", default=None, metavar="S|own",
+                        help="the one warm start every seed starts from (default: the recipe's warm_start.seed); "
+                             "'own': each seed draws its own")
     parser.add_argument("--work", type=Path, default=None,
                         help="keep the runs here (default: a temporary folder); --ablation and --schedulers reuse its rl runs")
     parser.add_argument("--min-executions", type=int, default=192, help="fewest executions a validation may score")
@@ -438,9 +453,10 @@ def main() -> None:
     steps = int(recipe()["trainer"]["total_steps"]) if args.steps is None else args.steps
     if steps < 1:
         parser.error(f"--steps must be >= 1 (RL steps of each run), got {steps}")
+    warm_start_seed = warm_start_seed_of(args.warm_start_seed)
     work_root = args.work or Path(tempfile.mkdtemp(prefix="gyre-learning-"))
     results = []
-    for seed, work, cache, overrides in seed_folders(args.seeds, work_root, args.cache, args.override, args.warm_start_seed):
+    for seed, work, cache, overrides in seed_folders(args.seeds, work_root, args.cache, args.override, warm_start_seed):
         work.mkdir(parents=True, exist_ok=True)
         print(f"seed {seed} ({mode}): runs in {work}", flush=True)
         runs = Seed(seed, steps, work, cache, overrides, args.min_executions, args.test)
@@ -464,7 +480,7 @@ def main() -> None:
     keys = [k for k, v in results[0].items() if isinstance(v, (int, float)) and k not in ("seed", "steps")]
     output = summarise(results, keys)
     output["split"] = "test"
-    output["warm_start_seed"] = args.warm_start_seed  # null: each seed its own warm start
+    output["warm_start_seed"] = warm_start_seed  # null: each seed its own warm start
     if mode == "main":
         output["curves"] = {str(r["seed"]): r["curve"] for r in results}
         output["targets"] = targets(output, results)

@@ -2,8 +2,8 @@
 
     python recipes/learn/make_tasks.py [--out recipes/learn/tasks] [--train 288] [--dev 48] [--test 48]
                                        [--families search] [--drills 576] [--drill-families write,write2,copy]
-                                       [--lookups 192] [--searches 0]
-                                       [--words 45] [--seed 0] [--report-mistake outdated|missed]
+                                       [--lookups 192] [--searches 232]
+                                       [--words 45] [--seed 0] [--report-mistake missed|outdated]
 
 Every task is an NL2RepoBench task folder (start.md, test_case_count.txt, test_commands.json,
 test_files.json, hidden/, reference/, plus Gyre's optional workspace/ of starting files), scored by two
@@ -565,11 +565,11 @@ def main() -> None:
     parser.add_argument("--drills", type=int, default=576, help="training-only copying tasks for the warm start (0: none)")
     parser.add_argument("--drill-families", default="write,write2,copy", help="comma-separated families of the drills")
     parser.add_argument("--lookups", type=int, default=192, help="training-only lookup drills (a sub-agent reads a page)")
-    parser.add_argument("--searches", type=int, default=0,
+    parser.add_argument("--searches", type=int, default=232,
                         help="training-only search drills whose sub-agent always reports the value (the summary's copy)")
     parser.add_argument("--words", type=int, default=45, help="how many words names are made of")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--report-mistake", choices=REPORT_MISTAKES, default="outdated",
+    parser.add_argument("--report-mistake", choices=REPORT_MISTAKES, default="missed",
                         help="the demonstrator's sub-agent, on the page holding the value: reports the outdated one, "
                              "or misses it (reports no value)")
     args = parser.parse_args()

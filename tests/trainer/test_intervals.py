@@ -147,12 +147,18 @@ def test_the_learning_benchmark_stops_on_a_short_or_small_validation(tmp_path):
 
 def test_one_warm_start_for_every_seed_is_one_cache_and_one_warm_start_seed(tmp_path):
     """``--warm-start-seed``: the seeds' runs share a cache and name the warm start's seed (so the first builds it
-    and the rest reuse it: tests/trainer/test_learn_suite.py checks the key); without it each seed has its own."""
-    plan = benchmark().seed_folders
+    and the rest reuse it: tests/trainer/test_learn_suite.py checks the key); ``own``, each seed has its own."""
+    module = benchmark()
+    plan = module.seed_folders
     own = plan([0, 1], tmp_path, None, ["cluster.cells=2"], None)
     assert [(seed, work) for seed, work, _, _ in own] == [(0, tmp_path / "seed0"), (1, tmp_path / "seed1")]
-    assert own[0][2] != own[1][2] and all(overrides == ["cluster.cells=2"] for *_, overrides in own)
+    assert own[0][2] != own[1][2] and all(overrides == ["cluster.cells=2", "warm_start.seed=null"] for *_, overrides in own)
     shared = plan([0, 1], tmp_path, None, ["cluster.cells=2"], 2)
     assert shared[0][2] == shared[1][2] == tmp_path / "cache"
     assert all(overrides == ["cluster.cells=2", "warm_start.seed=2"] for *_, overrides in shared)
     assert {cache for _, _, cache, _ in plan([0, 1], tmp_path, tmp_path / "mine", [], 2)} == {tmp_path / "mine"}
+    # the flag: unset, the recipe's pinned draw; "own"; a seed; anything else names itself
+    assert module.warm_start_seed_of(None) == module.recipe()["warm_start"]["seed"] == 2
+    assert module.warm_start_seed_of("own") is None and module.warm_start_seed_of("5") == 5
+    with pytest.raises(SystemExit, match="--warm-start-seed: 'two'"):
+        module.warm_start_seed_of("two")

@@ -62,18 +62,20 @@ def same_tree(a: Path, b: Path) -> bool:
 def test_the_committed_suite_regenerates_byte_for_byte_and_its_splits_share_no_string(tmp_path):
     make_tasks = make_tasks_module()
     make_tasks.generate(tmp_path / "tasks", {"train": 288, "dev": 48, "test": 48}, ("search",), 45, 0, drills=576,
-                        lookups=192)
+                        lookups=192, report_mistake="missed", searches=232)
     assert same_tree(tmp_path / "tasks", SUITE), "recipes/learn/tasks differs from what make_tasks.py writes"
     strings = {split: strings_of(SUITE / split) for split in ("train", "dev", "test", "drills")}
     assert min(len(found) for found in strings.values()) >= 3 * 48  # the output path, the current and the outdated value
     for first, second in (("train", "dev"), ("train", "test"), ("dev", "test"), ("drills", "dev"), ("drills", "test")):
         assert not strings[first] & strings[second], (first, second, sorted(strings[first] & strings[second])[:5])
-    # the drills are the copying families, demonstrated (training only), a quarter of them with two files
+    # the drills are the copying families and search (training only), demonstrated; a quarter of them with two files
     drills = sorted((SUITE / "drills").iterdir())
-    assert Counter(task.name.split("-")[1] for task in drills) == {"write": 192, "write2": 192, "copy": 192, "lookup": 192}
+    assert Counter(task.name.split("-")[1] for task in drills) == {"write": 192, "write2": 192, "copy": 192, "lookup": 192,
+                                                                   "search": 232}
     assert all((task / "demonstrations.jsonl").is_file() for task in drills)
-    # copy names its source twice, its content is in the file; lookup names the new file (the values are on its page)
-    distinct = {"write": 3, "write2": 6, "copy": 2, "lookup": 1}
+    # copy names its source twice, its content is in the file; lookup and search name the new file (the values are
+    # on their pages)
+    distinct = {"write": 3, "write2": 6, "copy": 2, "lookup": 1, "search": 1}
     for task in drills:  # more drills than unused pairs: pairs come back, but never twice in one task
         names = re.findall(r'"([a-z]+[_-][a-z]+(?:\.txt)?)"', (task / "start.md").read_text())
         assert len(set(names)) == distinct[task.name.split("-")[1]], (task.name, names)
@@ -84,13 +86,14 @@ def test_the_committed_suite_regenerates_byte_for_byte_and_its_splits_share_no_s
     assert len(anchored["drills"]) >= 50 and not anchors & set(rename["words"])
     assert not anchored["train"] | anchored["dev"] | anchored["test"]
     # the splits do not depend on whether drills are made, nor the other drills on whether lookups are
-    make_tasks.generate(tmp_path / "plain", {"train": 288, "dev": 48, "test": 48}, ("search",), 45, 0)
+    make_tasks.generate(tmp_path / "plain", {"train": 288, "dev": 48, "test": 48}, ("search",), 45, 0, report_mistake="missed")
     assert not (tmp_path / "plain" / "drills").exists()
     assert all(same_tree(tmp_path / "plain" / split, SUITE / split) for split in ("train", "dev", "test"))
-    make_tasks.generate(tmp_path / "no_lookups", {"train": 0, "dev": 48, "test": 48}, ("search",), 45, 0, drills=576)
-    assert sorted(path.name for path in (tmp_path / "no_lookups" / "drills").iterdir()) == sorted(
-        task.name for task in drills if "-lookup-" not in task.name)
-    assert all(same_tree(tmp_path / "no_lookups" / "drills" / task.name, task) for task in drills if "-lookup-" not in task.name)
+    make_tasks.generate(tmp_path / "no_lookups", {"train": 0, "dev": 48, "test": 48}, ("search",), 45, 0, drills=576,
+                        report_mistake="missed")
+    copying = [task for task in drills if "-lookup-" not in task.name and "-search-" not in task.name]
+    assert sorted(path.name for path in (tmp_path / "no_lookups" / "drills").iterdir()) == [task.name for task in copying]
+    assert all(same_tree(tmp_path / "no_lookups" / "drills" / task.name, task) for task in copying)
     # the harness summarises where the demonstrator's script does
     assert RECIPE["harness"]["reference"]["context_chars"] == make_tasks.CONTEXT_CHARS
 
@@ -106,7 +109,8 @@ def test_a_suite_whose_words_run_out_is_refused(tmp_path):
 
 def test_warm_start_seed_gives_runs_of_every_seed_one_warm_start(monkeypatch, tmp_path):
     """``warm_start.seed``: a run of seed 0 with ``warm_start.seed=2`` takes seed 2's warm start (the same cache key,
-    recorded and trained with seed 2) and keeps its own seed for RL; unset, each run's seed draws its own."""
+    recorded and trained with seed 2) and keeps its own seed for RL; null, each run's seed draws its own. The recipe
+    pins seed 2's: a run of any seed takes it."""
     from hydra import compose, initialize_config_dir
 
     from gyre.cli import CONF_DIR
@@ -114,10 +118,11 @@ def test_warm_start_seed_gives_runs_of_every_seed_one_warm_start(monkeypatch, tm
     monkeypatch.setenv("GYRE_CACHE", str(tmp_path))  # where the built-in model the key reads is built
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base=None):
         run = lambda *extra: compose(config_name="config", overrides=["+recipe=learn", *extra])  # noqa: E731
-        own = {seed: run(f"seed={seed}") for seed in (0, 2)}
+        own = {seed: run(f"seed={seed}", "warm_start.seed=null") for seed in (0, 2)}
         fixed = run("seed=0", "warm_start.seed=2")
+        pinned = run("seed=1")
     assert warm_start_key(own[0]) != warm_start_key(own[2])
-    assert warm_start_key(fixed) == warm_start_key(own[2])
+    assert warm_start_key(fixed) == warm_start_key(own[2]) == warm_start_key(pinned)
     assert warm_start_config(fixed).seed == 2 and fixed.seed == 0  # the warm start's draw; the run keeps its own
     assert warm_start_config(own[0]) is own[0]
 
@@ -251,13 +256,14 @@ def test_the_demonstrator_delegates_summarises_and_makes_the_intended_tree(demon
     assert len(behaviours) >= 3, behaviours  # the seed draws the expert and both kinds of mistake
     for execution in demonstrated.executions:
         behaviour = demonstrated.behaviours[execution.id]
-        writes = "without writing" not in behaviour
+        # the suite's demonstrator misses the value (its sub-agent reports none) or stops without writing
+        writes = "without writing" not in behaviour and "misses" not in behaviour
         assert execution.status == "finished", execution.reward_detail
         # six sub-agents (read, report), the summary, then write (unless it stops) and finish
         assert [c.agent for c in execution.calls] == ["main"] + ["sub"] * 12 + ["main-summary"] + ["main"] * (1 + writes)
         assert execution.calls[0].meta["tool_calls"] == 6
-        # the reward tells the mistakes apart: the outdated value earns the file's existence only
-        expected = 0.0 if not writes else 0.5 if "outdated" in behaviour else 1.0
+        # the reward tells the mistakes from the expert: neither writes the file
+        expected = 1.0 if writes else 0.0
         assert execution.reward == expected, (execution.id, behaviour, execution.reward)
         tree = build_tree(execution.calls, execution.id)
         assert tree.num_paths == 8
@@ -294,7 +300,11 @@ def test_the_copy_probe_reads_every_write_context_the_harness_records(demonstrat
     run = Path(demonstrated.records).parent
     whole = copy_probe.probe("tiny", run)
     assert set(whole) == {*copy_probe.POSITIONS, "write_decision"}
-    assert all(row["tokens"] == len(demonstrated.executions) for row in whole.values()), whole
+    # every execution's report; the summary and the write call where the summary names a value (the suite's
+    # demonstrator misses it in the others)
+    found = sum("misses" not in behaviour for behaviour in demonstrated.behaviours.values())
+    expected = {position: len(demonstrated.executions) if position.startswith("report") else found for position in whole}
+    assert 2 <= found < len(demonstrated.executions) and {k: row["tokens"] for k, row in whole.items()} == expected, whole
     assert all(0 <= row["argmax_right"] <= 1 and 0 < row["geometric_mean_p"] < 1 for row in whole.values())
     # write_file against finish at the write call's tool name: two of the vocabulary's tokens, write_file's p the
     # one the geometric mean averages
@@ -302,7 +312,7 @@ def test_the_copy_probe_reads_every_write_context_the_harness_records(demonstrat
     assert 0 < decision["mean_p_write"] + decision["mean_p_finish"] < 1
     assert decision["geometric_mean_p"] <= decision["mean_p_write"]
     short = copy_probe.probe("tiny", run, short=True)  # the same words behind a cut prompt: other figures
-    assert whole != short and all(row["tokens"] == len(demonstrated.executions) for row in short.values())
+    assert whole != short and {k: row["tokens"] for k, row in short.items()} == expected
     (tmp_path / "records").mkdir()
     with pytest.raises(SystemExit, match="no recorded search execution"):
         copy_probe.probe("tiny", tmp_path)
@@ -319,7 +329,8 @@ def test_failures_reads_what_each_sub_agent_reported_from_the_proxys_records(dem
         calls = records.calls(execution.id)
         assert any("prompt_delta" in line for line in (Path(demonstrated.records) / f"{execution.id}.jsonl").read_text().splitlines())
         task = SUITE / "train" / re.match(r"demo-(train-search-\d+)-", execution.id).group(1)
-        outdated = "outdated" in demonstrated.behaviours[execution.id]
-        assert records.value_report(task, calls) == ("outdated" if outdated else "current")
+        missed = "misses" in demonstrated.behaviours[execution.id]
+        assert records.value_report(task, calls) == ("missed" if missed else "current")
         prompt, summary = records.summary_texts(calls)
-        assert summary.startswith("The current value is") and prompt.count("<tool_response>") == 6
+        assert summary.startswith(make_tasks_module().NONE_FOUND if missed else "The current value is")
+        assert prompt.count("<tool_response>") == 6
