@@ -36,17 +36,18 @@ the suite's own sentences), so every token a held-out answer needs also occurs i
 (below) never rewrites a fixed text.
 
 Training tasks carry ``demonstrations.jsonl``: transcripts of an imperfect demonstrator (what a weaker
-model's logged runs would give), one line per behaviour with its probability. In ``search`` its sub-agent
+model's logged runs would give), one line per behaviour with its probability. With ``--report-mistake
+outdated`` (the earlier suites' demonstrator; ``missed``, below, is the default) in ``search`` its sub-agent
 reports the outdated value rather than the current one with probability 0.6 (more often than not, so that
 decoding the imitating model greedily cannot remove that mistake: only the reward can), and it finishes
 without writing the file with probability 0.25. In the other families it picks the outdated value with
 probability 0.35, stops after the first of two files with probability 0.3, and copies into the source path
 instead of the new one with probability 0.35.
 
-``--report-mistake missed`` changes only the demonstrations (the tasks are byte for byte the same): on the page
-holding the value, the sub-agent of ``search`` and ``lookup`` reports no value (``NOT_FOUND``) with the same
-probabilities (0.6, 0.35) instead of the outdated one, and the main agent, told no page holds it, finishes
-without writing. Every value the demonstrator copies out of a page is then the current one, so the copy itself
+``--report-mistake missed`` (the default, the committed suite's) changes only the demonstrations (the tasks are
+byte for byte the same): on the page holding the value, the sub-agent of ``search`` and ``lookup`` reports no
+value (``NOT_FOUND``) with the same probabilities (0.6, 0.35) instead of the outdated one, and the main agent,
+told no page holds it, finishes without writing. Every value the demonstrator copies out of a page is then the current one, so the copy itself
 has one right answer and the mistake is a decision at the report's first word. Why: a sub-agent imitating a
 demonstrator that copies either line, sampled at temperature 1, mostly reports words of neither or of both
 (recipes/learn/README.md, "Where a sampled value goes wrong").
@@ -68,14 +69,15 @@ the summary's value, but its sub-agents copy the value out of their page poorly 
 "Where the recipe stands"): a ``search`` sub-agent's conversation holds the value in one of six, and no other
 drill has a sub-agent.
 
-``--searches`` adds that many ``search`` drills (``drills/drill-search-*``, their own pairs and generator too) whose
+``--searches`` (232 in the committed suite) adds that many ``search`` drills (``drills/drill-search-*``, their own pairs and generator too) whose
 demonstrator's sub-agent always reports the current value (it still finishes without writing with probability
 0.25). Why: the summary copies the reported value out of six reports 90-180 tokens back, the one copy of a
 ``search`` execution that no other drill trains, and it gets little of the loss: with ``--report-mistake
 missed`` only 40% of the ``search`` demonstrations report a value, and a ``search`` execution's ~750 trained
 tokens share one execution's weight (``sft.loss_agg``). With those found-value demonstrations tripled, the copy
 was learned; without, it was not (one SFT run each, dev); built from scratch with ``--searches 232``, one build of
-three learned it fully and one mostly (recipes/learn/README.md, "Demonstrations of the summary's copy").
+three learned it fully, one mostly and one missed another copy (recipes/learn/README.md, "Demonstrations of the
+summary's copy"); the recipe pins the first (``warm_start.seed: 2``).
 
 ``rename.json`` lists the words the warm start may rename in its demonstrations (``sft.rename_file``,
 `gyre.trainer.renaming`: fresh names at every supervised step, so that the model learns to copy names
