@@ -6,7 +6,8 @@ next to its baselines, with 95% intervals.
     python benchmarks/learning.py --out learning_ablation.json --ablation [--seeds 0] [--work DIR --cache DIR]
     python benchmarks/learning.py --out learning_schedulers.json --schedulers [--seeds 0] [--work DIR --cache DIR]
 
-The main figures, for each seed, from a clean cache (a fresh ``GYRE_CACHE``, the seeds' one, unless ``--cache`` names one):
+The main figures, for each seed, from a clean cache (a fresh ``GYRE_CACHE`` the seeds share, one per seed with
+``--warm-start-seed own``; ``--cache`` names one instead):
 
 1. **greedy**: ``python -m gyre.main +recipe=learn`` with no RL step builds the supervised warm start (model,
    demonstrations of the branching ``search`` family through the proxy, SFT) and validates it on the test
