@@ -11,8 +11,9 @@ probability the model gives each copied word at two places:
   ``value2``, copied from the summary);
 - the report: the sub-agent that read the page holding the value, with the right ``report`` appended: the words
   of the current value (``report1``, ``report2``), copied out of a tool's output; and ``report1_either``, the
-  probability of the current or the outdated value's first word there (the demonstrator reports the outdated
-  one more often than not: a model that copies puts its mass on the two, one that garbles elsewhere);
+  probability of the current or the outdated value's first word there (for a warm start of a suite whose
+  demonstrator reports the outdated one, ``--report-mistake outdated``: a model that copies puts its mass on the
+  two, one that garbles elsewhere);
 - the summary: the main agent's summary call, with the value a sub-agent reported (as the records hold it)
   appended as the summary's text: its words (``summary1``, ``summary2``), copied out of the six reports.
 
