@@ -73,6 +73,10 @@ sys.path.insert(0, str(ROOT))
 from gyre.trainer.intervals import IncompleteValidation, bootstrap_paired_by_task, check_complete, pass_rate_interval  # noqa: E402
 
 TEST = "recipes/learn/tasks/test"
+# --ablation's runs: label -> (run folder, overrides). The recipe's cap (conf/trajectory/default.yaml: 5) is the
+# main figures' rl run itself, with no override, so that the same --work reuses it rather than running it again.
+ABLATION_RUNS = {"max_paths_5": ("rl", []), "uncapped": ("rl_uncapped", ["trajectory.max_paths=null"]),
+                 "max_paths_1": ("rl_max_paths_1", ["trajectory.max_paths=1"])}
 TARGETS = {"median_gain": 0.25, "every_seed_gain": 0.15, "control_gain_below": 0.1, "mean_paths": 2.0,
            "fwd_bwd_ratio": 0.85}
 
@@ -246,9 +250,8 @@ class Seed:
     def ablation(self, replay_batches: int, replay_rounds: int) -> dict:
         started = time.perf_counter()
         result: dict = {"seed": self.seed, "steps": self.steps}
-        for label, value in (("max_paths_5", 5), ("uncapped", "null"), ("max_paths_1", 1)):
-            name = "rl" if value == 5 else f"rl_{label}"
-            rows, seconds = self.rl(name, [f"trajectory.max_paths={value}"])
+        for label, (name, extra) in ABLATION_RUNS.items():
+            rows, seconds = self.rl(name, extra)
             result[f"gain_{label}"], result[f"gain_{label}_ci"] = gain(rows[self.steps], rows[0], self.seed)
             shape = training_shape(self.work / name)
             result[f"fwd_bwd_s_per_step_{label}"] = shape["fwd_bwd_s_per_step"]
@@ -262,14 +265,19 @@ class Seed:
         result["wall_s"] = time.perf_counter() - started
         return result
 
+    def scheduler_runs(self) -> dict[str, tuple[str, list[str]]]:
+        """--schedulers' runs: label -> (run folder, overrides); elastic is the recipe's scheduler, so the main
+        figures' rl run itself (reused from the same --work)."""
+        # async: half the cells only roll out (the core and the rest train), one batch of look-ahead
+        rollout = f"scheduler.rollout_cells={max(1, self.cells // 2)}"
+        return {"elastic": ("rl", []), "colocate": ("rl_colocate", ["scheduler=colocate"]),
+                "async": ("rl_async", ["scheduler=async", "scheduler.max_staleness=1", rollout])}
+
     def schedulers(self) -> dict:
         started = time.perf_counter()
         result: dict = {"seed": self.seed, "steps": self.steps}
-        # async: half the cells only roll out (the core and the rest train), one batch of look-ahead
-        rollout = f"scheduler.rollout_cells={max(1, self.cells // 2)}"
-        for label, extra in (("elastic", []), ("colocate", ["scheduler=colocate"]),
-                             ("async", ["scheduler=async", "scheduler.max_staleness=1", rollout])):
-            rows, seconds = self.rl("rl" if label == "elastic" else f"rl_{label}", extra)
+        for label, (name, extra) in self.scheduler_runs().items():
+            rows, seconds = self.rl(name, extra)
             result[f"gain_{label}"], result[f"gain_{label}_ci"] = gain(rows[self.steps], rows[0], self.seed)
             result[f"test_pass_rate_after_{label}"], result[f"test_pass_rate_after_{label}_ci"] = rate(rows[self.steps])
             result[f"rl_s_{label}"] = seconds

@@ -162,3 +162,44 @@ def test_one_warm_start_for_every_seed_is_one_cache_and_one_warm_start_seed(tmp_
     assert module.warm_start_seed_of("own") is None and module.warm_start_seed_of("5") == 5
     with pytest.raises(SystemExit, match="--warm-start-seed: 'two'"):
         module.warm_start_seed_of("two")
+
+
+def test_ablation_and_schedulers_reuse_the_main_figures_rl_run(tmp_path, monkeypatch):
+    """``--ablation`` and ``--schedulers`` in the main figures' ``--work`` take its rl run as their max_paths=5 /
+    elastic run (the recipe's cap and scheduler: conf/trajectory/default.yaml, conf/recipe/learn.yaml) and run only
+    the others. Once the ablation passed ``trajectory.max_paths=5`` to it, which no finished rl run was made with,
+    so it ran the recipe again over the main figures' own folder."""
+    import yaml
+
+    learning = benchmark()
+    assert yaml.safe_load((ROOT / "conf/trajectory/default.yaml").read_text())["max_paths"] == 5
+    assert "- scheduler: elastic" in (ROOT / "conf/config.yaml").read_text()  # and the recipe keeps it
+    learn = yaml.safe_load((ROOT / "conf/recipe/learn.yaml").read_text())
+    assert not any("scheduler" in str(entry) for entry in learn["defaults"]) and "name" not in learn["scheduler"]
+    row = {"val/pass_rate": 0.5, "val/passes": 96, "val/executions": 192, "val/planned": 192, "val/unscorable": 0,
+           "val/rewards": [1.0] * 96 + [0.0] * 96}
+    seed = learning.Seed(0, 24, tmp_path, tmp_path / "cache", ["warm_start.seed=2"], 192)
+    main_rl = tmp_path / "rl"  # as the main figures leave it
+    (main_rl / ".hydra").mkdir(parents=True)
+    made = learning.job_overrides(main_rl, 0, 24, [*seed.common, "trainer.val_every=24"])
+    (main_rl / ".hydra" / "overrides.yaml").write_text(yaml.safe_dump(made))
+    (main_rl / "metrics.jsonl").write_text("".join(json.dumps({**row, "val/step": s}) + "\n" for s in (0, 24)))
+    ran = []
+
+    class WouldRun(Exception):
+        pass
+
+    def run_job(run_dir, *_):
+        ran.append(run_dir.name)
+        raise WouldRun(run_dir.name)
+
+    monkeypatch.setattr(learning, "run_job", run_job)
+    for runs in (learning.ABLATION_RUNS, seed.scheduler_runs()):
+        (name, extra), *others = runs.values()
+        rows, _ = seed.rl(name, extra)
+        assert sorted(rows) == [0, 24]
+        for name, extra in others:
+            with pytest.raises(WouldRun):
+                seed.rl(name, extra)
+    assert ran == ["rl_uncapped", "rl_max_paths_1", "rl_colocate", "rl_async"]
+    assert "scheduler=async" in seed.scheduler_runs()["async"][1]
