@@ -241,6 +241,34 @@ def test_the_search_drills_demonstrate_the_summarys_copy_in_every_execution(tmp_
             make_tasks.FOUND.format(value=solved.read_text().strip()))
 
 
+def test_no_write_probability_sets_the_search_demonstrators_write_decision_in_tasks_and_drills(tmp_path):
+    """``--no-write-probability``: how often the search demonstrator, having found the value, stops without writing, in
+    the training tasks and the search drills alike (above one half, greedy decoding takes the mistake); the held-out
+    splits carry no demonstrations and stay byte for byte the same; a value that would leave no write is refused."""
+    make_tasks = make_tasks_module()
+    counts = {"train": 2, "dev": 4, "test": 4}
+    options = dict(lookups=2, report_mistake="missed", searches=2)
+    make_tasks.generate(tmp_path / "plain", counts, ("search",), 45, 0, **options)
+    make_tasks.generate(tmp_path / "majority", counts, ("search",), 45, 0, no_write=0.6, **options)
+    assert all(same_tree(tmp_path / "majority" / split, tmp_path / "plain" / split) for split in ("dev", "test"))
+
+    def behaviours(task: Path) -> dict[str, float]:
+        return {d["behaviour"]: d["probability"] for d in map(json.loads, (task / "demonstrations.jsonl").read_text().splitlines())}
+
+    missed = make_tasks.MISSED_REPORT_PROBABILITY
+    for task in (tmp_path / "majority" / "train").iterdir():
+        assert behaviours(task) == pytest.approx({"expert": (1 - missed) * 0.4, "finishes without writing": (1 - missed) * 0.6,
+                                                  "sub-agent misses the value": missed})
+    drills = [task for task in (tmp_path / "majority" / "drills").iterdir() if "-search-" in task.name]
+    assert len(drills) == 2 and all(behaviours(task) == pytest.approx({"expert": 0.4, "finishes without writing": 0.6})
+                                    for task in drills)
+    for task in (tmp_path / "plain" / "drills").iterdir():  # only the search demonstrator's write decision moved
+        if "-search-" not in task.name:
+            assert same_tree(task, tmp_path / "majority" / "drills" / task.name)
+    with pytest.raises(SystemExit, match="--no-write-probability must be in"):
+        make_tasks.generate(tmp_path / "never", counts, ("search",), 45, 0, no_write=1.0, **options)
+
+
 @pytest.fixture(scope="module")
 def demonstrated(tmp_path_factory):
     """Demonstrations of three training tasks, four each, with the recipe's harness settings, through the proxy."""
