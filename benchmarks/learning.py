@@ -48,7 +48,7 @@ JSON keys (the first seed's, plus ``<key>_seeds`` lists, medians and minima when
 ``steps``, ``wall_s`` (the seed's runs), ``warm_start_s`` (building it; 0 when taken from the cache),
 ``greedy_s``, ``rl_s``, ``control_s``, ``warm_start_seed`` (null: each seed drew its own); kept from before:
 ``val_pass_rate_before``/``_after``, ``control_pass_rate_before`` (the same figures). Ablation:
-``gain_max_paths_5``, ``gain_uncapped``, ``gain_max_paths_1`` (``_ci``),
+``gain_max_paths_5``, ``gain_uncapped``, ``gain_max_paths_1`` (``_ci``), ``test_pass_rate_after_*`` (``_ci``),
 ``fwd_bwd_s_per_step_*``, ``fwd_bwd_s_ratio_5_vs_uncapped`` (replayed), ``fwd_bwd_s_ratio_5_vs_uncapped_in_run``,
 ``tree_tokens_ratio_5_vs_uncapped``. Schedulers: ``gain_elastic``, ``gain_colocate``, ``gain_async`` (``_ci``),
 ``rl_s_<scheduler>``. Writes ``learning_curve.png`` (or ``<out>.png`` for the other modes) beside the JSON.
@@ -253,6 +253,8 @@ class Seed:
         for label, (name, extra) in ABLATION_RUNS.items():
             rows, seconds = self.rl(name, extra)
             result[f"gain_{label}"], result[f"gain_{label}_ci"] = gain(rows[self.steps], rows[0], self.seed)
+            # each run validates the same warm start at its step 0 (a draw of its own): its "after" compares too
+            result[f"test_pass_rate_after_{label}"], result[f"test_pass_rate_after_{label}_ci"] = rate(rows[self.steps])
             shape = training_shape(self.work / name)
             result[f"fwd_bwd_s_per_step_{label}"] = shape["fwd_bwd_s_per_step"]
             result[f"tree_tokens_per_step_{label}"] = shape["tree_tokens_per_step"]
