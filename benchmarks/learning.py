@@ -378,40 +378,65 @@ def plot(results: list[dict], path: Path, mode: str) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(7, 4))
     if mode == "main":
-        for index, result in enumerate(results):  # one colour per seed: RL solid, control dashed, greedy a star
-            colour = f"C{index}"
-            for name, style, label in (("rl", "-o", "RL"), ("control", "--s", "control (shuffled reward)")):
-                curve = result["curve"][name]
-                ax.plot(list(curve), list(curve.values()), style, color=colour, markersize=4, label=f"{label}, seed {result['seed']}")
-            low, high = result["test_pass_rate_after_ci"]
-            ax.errorbar([result["steps"]], [result["test_pass_rate_after"]], yerr=[[result["test_pass_rate_after"] - low],
-                        [high - result["test_pass_rate_after"]]], color=colour, capsize=3)
-            curve = result["curve"]["greedy"]
-            ax.plot(list(curve), list(curve.values()), ":*", color=colour, markersize=10,
-                    label=f"greedy (temperature 0), seed {result['seed']}")
-        ax.set_xlabel("RL step")
-        ax.set_title("learn suite (search family): test pass rate, 95% intervals at the end")
+        fig, ax = plt.subplots(figsize=(7, 4))
+        plot_curves(ax, results)
     else:
-        labels = [k[len("gain_"):] for k in results[0] if k.startswith("gain_") and not k.endswith("_ci")]
-        for index, result in enumerate(results):
-            values = [result[f"gain_{label}"] for label in labels]
-            errors = [[v - result[f"gain_{label}_ci"][0] for v, label in zip(values, labels)],
-                      [result[f"gain_{label}_ci"][1] - v for v, label in zip(values, labels)]]
-            ax.errorbar([i + 0.1 * index for i in range(len(labels))], values, yerr=errors, fmt="o", capsize=4,
-                        color=f"C{index}", label=f"seed {result['seed']}")
-        ax.set_xticks(range(len(labels)), labels)
-        ax.axhline(0, color="grey", linewidth=0.8)
-        ax.set_ylabel("test gain (after - before), 95% interval")
-        ax.set_title(f"learn suite: {mode}")
-    if mode == "main":
-        ax.set_ylabel("test pass rate")
-    ax.grid(alpha=0.3)
-    ax.legend(frameon=False, fontsize=7)
+        fig, (ax, cost_ax) = plt.subplots(1, 2, figsize=(10, 4), gridspec_kw={"width_ratios": [3, 2]})
+        plot_comparison(ax, cost_ax, results, mode)
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
+
+
+def plot_curves(ax, results: list[dict]) -> None:
+    """The main figures: each seed's test pass rate, RL solid, control dashed, greedy a star."""
+    for index, result in enumerate(results):  # one colour per seed
+        colour = f"C{index}"
+        for name, style, label in (("rl", "-o", "RL"), ("control", "--s", "control (shuffled reward)")):
+            curve = result["curve"][name]
+            ax.plot(list(curve), list(curve.values()), style, color=colour, markersize=4, label=f"{label}, seed {result['seed']}")
+        low, high = result["test_pass_rate_after_ci"]
+        ax.errorbar([result["steps"]], [result["test_pass_rate_after"]], yerr=[[result["test_pass_rate_after"] - low],
+                    [high - result["test_pass_rate_after"]]], color=colour, capsize=3)
+        curve = result["curve"]["greedy"]
+        ax.plot(list(curve), list(curve.values()), ":*", color=colour, markersize=10,
+                label=f"greedy (temperature 0), seed {result['seed']}")
+    ax.set_xlabel("RL step")
+    ax.set_ylabel("test pass rate")
+    ax.set_title("learn suite (search family): test pass rate, 95% intervals at the end")
+    ax.grid(alpha=0.3)
+    ax.legend(frameon=False, fontsize=7)
+
+
+# What each comparison costs, beside its gains: the trainer's forward+backward seconds per step (replayed side by
+# side, so the rollouts sharing the cores do not move it) for the ablation, the run's wall time for the schedulers.
+COST = {"ablation": ("replay_fwd_bwd_s_{}", "trainer fwd+bwd s per step (replayed)"),
+        "schedulers": ("rl_s_{}", "RL run wall time (s)")}
+
+
+def plot_comparison(ax, cost_ax, results: list[dict], mode: str) -> None:
+    """--ablation / --schedulers: each run's test gain with its interval (left) and what it cost (right)."""
+    labels = [k[len("gain_"):] for k in results[0] if k.startswith("gain_") and not k.endswith("_ci")]
+    cost_key, cost_label = COST[mode]
+    width = 0.8 / len(results)
+    for index, result in enumerate(results):
+        values = [result[f"gain_{label}"] for label in labels]
+        errors = [[v - result[f"gain_{label}_ci"][0] for v, label in zip(values, labels)],
+                  [result[f"gain_{label}_ci"][1] - v for v, label in zip(values, labels)]]
+        ax.errorbar([i + 0.1 * index for i in range(len(labels))], values, yerr=errors, fmt="o", capsize=4,
+                    color=f"C{index}", label=f"seed {result['seed']}")
+        cost_ax.bar([i + width * index for i in range(len(labels))], [result[cost_key.format(label)] for label in labels],
+                    width=width, color=f"C{index}", label=f"seed {result['seed']}")
+    ax.set_xticks(range(len(labels)), labels)
+    ax.axhline(0, color="grey", linewidth=0.8)
+    ax.set_ylabel("test gain (after - before), 95% interval")
+    ax.set_title(f"learn suite: {mode}")
+    cost_ax.set_xticks([i + width * (len(results) - 1) / 2 for i in range(len(labels))], labels)
+    cost_ax.set_ylabel(cost_label)
+    for axis in (ax, cost_ax):
+        axis.grid(alpha=0.3)
+        axis.legend(frameon=False, fontsize=7)
 
 
 def seed_folders(seeds: list[int], work_root: Path, cache: Path | None, overrides: list[str],

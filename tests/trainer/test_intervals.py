@@ -203,3 +203,21 @@ def test_ablation_and_schedulers_reuse_the_main_figures_rl_run(tmp_path, monkeyp
                 seed.rl(name, extra)
     assert ran == ["rl_uncapped", "rl_max_paths_1", "rl_colocate", "rl_async"]
     assert "scheduler=async" in seed.scheduler_runs()["async"][1]
+
+
+def test_the_ablation_and_scheduler_pictures_show_each_runs_gain_and_cost(tmp_path):
+    """``--ablation`` / ``--schedulers`` write ``<out>.png``: each run's gain with its interval beside its cost (the
+    replayed fwd+bwd seconds, the run's wall time); a result missing a run's cost is an error, not a blank bar."""
+    learning = benchmark()
+    labels = {"ablation": ("max_paths_5", "uncapped", "max_paths_1"), "schedulers": ("elastic", "colocate", "async")}
+    for mode, runs in labels.items():
+        cost_key = learning.COST[mode][0]
+        result = {"seed": 0, "steps": 24}
+        for index, label in enumerate(runs):
+            result.update({f"gain_{label}": 0.1 * index, f"gain_{label}_ci": [0.1 * index - 0.05, 0.1 * index + 0.05],
+                           cost_key.format(label): 10.0 + index})
+        learning.plot([result, {**result, "seed": 1}], tmp_path / f"{mode}.png", mode)
+        assert (tmp_path / f"{mode}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        del result[cost_key.format(runs[-1])]
+        with pytest.raises(KeyError, match=runs[-1]):
+            learning.plot([result], tmp_path / "broken.png", mode)
