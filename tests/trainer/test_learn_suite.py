@@ -21,7 +21,7 @@ from omegaconf import OmegaConf
 
 from gyre.envs import Sandbox, load_tasks
 from gyre.harness.config import HarnessConfig
-from gyre.harness.demonstrations import record_demonstrations
+from gyre.harness.demonstrations import read_demonstrations, record_demonstrations
 from gyre.models import load_tokenizer
 from gyre.trainer.sft import shared_prompts, short_context
 from gyre.trainer.sft_data import load_records
@@ -208,6 +208,11 @@ def test_a_demonstrator_that_misses_the_value_changes_only_the_demonstrations(tm
     assert set(seen) == {("search", True), ("search", False), ("lookup", True), ("lookup", False)}, seen
 
 
+def behaviours(task: Path) -> dict[str, float]:
+    """A task folder's demonstrated behaviours and their probabilities, as the harness reads them."""
+    return {demo.behaviour: demo.probability for demo in read_demonstrations(task / "demonstrations.jsonl", task.name)}
+
+
 def test_the_search_drills_demonstrate_the_summarys_copy_in_every_execution(tmp_path):
     """``--searches``: search drills (training only, names no held-out task uses) whose sub-agent always reports
     the current value, so every recorded summary copies it; the other drills and the splits are the same with or
@@ -223,8 +228,7 @@ def test_the_search_drills_demonstrate_the_summarys_copy_in_every_execution(tmp_
     assert all(same_tree(tmp_path / "suite" / split, tmp_path / "plain" / split) for split in ("train", "dev", "test"))
     held_out = strings_of(tmp_path / "suite" / "dev") | strings_of(tmp_path / "suite" / "test")
     for task in searches:
-        demos = [json.loads(line) for line in (task / "demonstrations.jsonl").read_text().splitlines()]
-        assert {d["behaviour"]: d["probability"] for d in demos} == {"expert": 0.75, "finishes without writing": 0.25}
+        assert behaviours(task) == {"expert": 0.75, "finishes without writing": 0.25}
     assert not {s for task in searches for s in re.findall(r'"([^"]+)"', (task / "start.md").read_text())} & held_out
 
     harness = {**RECIPE["harness"], "progress": False, "concurrency": 4}
@@ -251,9 +255,6 @@ def test_no_write_probability_sets_the_search_demonstrators_write_decision_in_ta
     make_tasks.generate(tmp_path / "plain", counts, ("search",), 45, 0, **options)
     make_tasks.generate(tmp_path / "majority", counts, ("search",), 45, 0, no_write=0.6, **options)
     assert all(same_tree(tmp_path / "majority" / split, tmp_path / "plain" / split) for split in ("dev", "test"))
-
-    def behaviours(task: Path) -> dict[str, float]:
-        return {d["behaviour"]: d["probability"] for d in map(json.loads, (task / "demonstrations.jsonl").read_text().splitlines())}
 
     missed = make_tasks.MISSED_REPORT_PROBABILITY
     for task in (tmp_path / "majority" / "train").iterdir():
